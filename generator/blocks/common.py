@@ -1,0 +1,149 @@
+"""Blocks every recipe uses: distro packages with pins, the Python environment, the workloads
+payload, the non-root user and the default command. hpccm style: each is a building block
+(`Stage += block`) rendering to Docker and Apptainer through hpccm primitives; blocks that
+have something for the runtime stage give it from `runtime()`.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+from collections.abc import Mapping, Sequence
+
+import hpccm.templates.rm
+from hpccm.building_blocks.base import bb_base
+from hpccm.building_blocks.generic_autotools import generic_autotools
+from hpccm.building_blocks.packages import packages as hpccm_packages
+from hpccm.primitives.comment import comment
+from hpccm.primitives.copy import copy
+from hpccm.primitives.environment import environment
+from hpccm.primitives.label import label
+from hpccm.primitives.raw import raw
+from hpccm.primitives.shell import shell
+
+from .clean import PARALLEL, docker, lint_clean
+
+VENV = "/opt/venv"
+WORKLOADS_DIR = "/opt/workloads"
+WHEELS_STAGING = "/opt/wheels"       # Apptainer refuses %files into /tmp and /var/tmp
+CA_SECRET = "/run/secrets/ca"
+
+
+class ospackages(hpccm_packages):  # noqa: N801 - hpccm naming
+    """hpccm's `packages` with exact versions for the packages the site pins."""
+
+    def __init__(self, *, packages: Sequence[str], pins: Mapping[str, str] | None = None, **kwargs) -> None:
+        pins = pins or {}
+        self.pinned = all(p in pins for p in packages)
+        super().__init__(ospackages=[f"{p}={pins[p]}" if p in pins else p for p in packages], **kwargs)
+
+
+ospackages = lint_clean(ospackages)
+
+BUILD_TOOLS = ("bzip2", "ca-certificates", "file", "g++", "gcc", "make", "tar", "wget")
+
+
+class autotools_block(bb_base):  # noqa: N801
+    """Base of our source-built blocks: a comment, build packages, one hpccm generic_autotools build
+    (download, build, install and cleanup in one layer, installed into the linker cache) and the
+    block's environment; runtime(): runtime packages, the installed files and the environment."""
+
+    def _setup(self, title: str, build_packages: Sequence[str], run_packages: Sequence[str], /, *,
+               env: Mapping[str, str] | None = None, pins: Mapping[str, str] | None = None, **autotools) -> None:
+        self._title, self._pins, self._env = title, pins, dict(env or {})
+        self._runtime_packages = tuple(sorted(set(run_packages)))
+        self._bb = generic_autotools(parallel=PARALLEL, ldconfig=True, **autotools)
+        self += comment(title)
+        self += ospackages(packages=sorted({*BUILD_TOOLS, *build_packages}), pins=pins)
+        self += self._bb
+        if self._env:
+            self += environment(variables=self._env)
+
+    def runtime(self, _from: str = "0") -> str:
+        self.rt += comment(self._title)
+        if self._runtime_packages:
+            self.rt += ospackages(packages=self._runtime_packages, pins=self._pins)
+        self._bb.runtime(_from=_from)
+        self.rt += self._bb.rt
+        if self._env:
+            self.rt += environment(variables=self._env)
+        return str(self.rt)
+
+
+class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
+    """A virtual environment at /opt/venv with pinned packages, copied whole to the runtime stage.
+
+    requirements: pip requirement strings (`name==version`), installed from the default index.
+    index_packages: (index URL, requirements) installed from that index (torch for a GPU stack).
+    wheels: wheel files in the build context, bind-mounted (Docker) or staged with %files
+        (Apptainer) — nothing of them stays in a layer.
+    mpi4py: (version, mpicc) builds mpi4py from source against the container's MPI.
+    system_site_packages: see the distro's Python packages (distro mpi4py).
+    ca_secret: give pip the build host's CA bundle as a BuildKit secret `ca`.
+    """
+
+    def __init__(self, *, requirements: Sequence[str] = (), index_packages: Sequence[tuple[str, Sequence[str]]] = (),
+                 wheels: Sequence[str] = (), mpi4py: tuple[str, str] | None = None,
+                 system_site_packages: bool = False, ca_secret: bool = False, python: str = "python3") -> None:
+        super().__init__()
+        self.__python = python
+        pip = f"{VENV}/bin/pip --no-cache-dir install"
+        mounts, env = [], ""
+        if ca_secret and docker():
+            mounts.append("--mount=type=secret,id=ca")
+            env = f"PIP_CERT={CA_SECRET} "
+        wheel_dir = "/wheels" if docker() else WHEELS_STAGING
+        wheel_paths = [posixpath.join(wheel_dir, posixpath.basename(w)) for w in wheels]
+        if wheels and docker():
+            mounts.append("--mount=type=bind,source=wheels,target=/wheels")
+
+        self += comment("Python environment (" + VENV + ")")
+        if wheels and not docker():
+            self += copy(files={w: p for w, p in zip(wheels, wheel_paths)})
+        venv_flags = " --system-site-packages" if system_site_packages else ""
+        commands = [f"{python} -m venv{venv_flags} {VENV}"]
+        for index, reqs in index_packages:
+            commands.append(f"{env}{pip} --index-url {index} {' '.join(reqs)}")
+        if wheel_paths or requirements:
+            commands.append(f"{env}{pip} {' '.join(wheel_paths + list(requirements))}")
+        if mpi4py:
+            version, mpicc = mpi4py
+            commands.append(f"{env}MPICC={mpicc} {pip} --no-binary=mpi4py mpi4py=={version}")
+        if wheels and not docker():
+            commands.append(self.cleanup_step(items=[WHEELS_STAGING]))
+        self += shell(commands=commands, _arguments=" ".join(mounts)) if mounts else shell(commands=commands)
+        self += environment(variables={"PATH": f"{VENV}/bin:$PATH", "VIRTUAL_ENV": VENV})
+
+    def runtime(self, _from: str = "0") -> str:
+        self.rt += comment("Python environment")
+        self.rt += copy(_from=_from, src=VENV, dest=VENV)
+        self.rt += environment(variables={"PATH": f"{VENV}/bin:$PATH", "VIRTUAL_ENV": VENV})
+        return str(self.rt)
+
+
+python_env = lint_clean(python_env)
+
+
+class payload(bb_base):  # noqa: N801
+    """The workloads package (recipes/workloads in the build context), importable as `workloads`."""
+
+    def __init__(self, *, src: str = "workloads") -> None:
+        super().__init__()
+        self += comment("Workloads (python -m workloads.<name>)")
+        self += copy(src=src, dest=posixpath.join(WORKLOADS_DIR, "workloads"))
+        self += environment(variables={"PYTHONPATH": WORKLOADS_DIR})
+
+
+class finish(bb_base):  # noqa: N801
+    """End of the runtime stage: labels, a non-root user (Docker) and the default command."""
+
+    def __init__(self, *, labels: Mapping[str, str], user: str, command: Sequence[str]) -> None:
+        super().__init__()
+        self += label(metadata=dict(sorted(labels.items())))
+        if docker():
+            # Apptainer runs as the calling user; Docker-style runtimes get an unprivileged one.
+            self += shell(commands=[f"useradd --create-home --uid 10001 --user-group {user}"])
+            self += raw(docker="USER 10001:10001")
+        self += raw(docker="CMD " + json.dumps(list(command)),
+                    singularity="%runscript\n    exec " + shlex.join(command) + ' "$@"')

@@ -1,0 +1,151 @@
+"""The pieces every recipe shares, chosen from the `Plan`: the base images, the communication
+stack (fabric libraries + MPI), the Python environment, and the two-stage layout."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import hpccm
+from hpccm.primitives.comment import comment
+
+from .. import __version__
+from ..plan import Plan
+from ..site import Site
+from . import fabric, mpi
+from .clean import baseimage
+from .common import finish, ospackages, payload, python_env
+
+HPCCM_DISTRO_KEYWORD = {"ubuntu": "ubuntu", "debian": "ubuntu", "rockylinux": "rockylinux"}
+PREFIX = {"libfabric": "/usr/local/libfabric", "libcxi": "/usr/local/cxi", "psm2": "/usr/local/psm2",
+          "ucx": "/usr/local/ucx", "mpich": "/usr/local/mpich", "openmpi": "/usr/local/openmpi",
+          "aws-ofi": "/usr/local/aws-ofi", "knem": "/usr/local/knem", "gdrcopy": "/usr/local/gdrcopy"}
+GPU_HOME = {"rocm": "/opt/rocm", "cuda": "/usr/local/cuda"}
+# The build stage's Python (+ a compiler and headers when mpi4py is built from source); what a run needs.
+DEVEL_PACKAGES = ("ca-certificates", "python3", "python3-venv", "wget")
+COMPILE_PACKAGES = ("build-essential", "python3-dev")
+# Blocks whose output only the build needs (KNEM: headers UCX compiles against).
+BUILD_ONLY = ("knem",)
+RUNTIME_PACKAGES = ("ca-certificates", "python3")
+
+
+def _distro(site: Site) -> str:
+    from ..hpccm_context import hpccm_distro
+    return hpccm_distro(site)
+
+
+def base(site: Site, which: str, name: str) -> baseimage:
+    image = site.base.devel if which == "devel" else site.base.runtime
+    return baseimage(image=image, _as=name, _distro=_distro(site), _arch=site.host.arch,
+                     _bootstrap=site.base.bootstrap)
+
+
+def comm_stack(site: Site, p: Plan) -> list:
+    """Fabric libraries and the container MPI, in build order; each block has `runtime()`."""
+    pins = site.software.distro_pins
+    if p.mpi.source == "distro":
+        return [mpi.distro_mpi(flavour=p.mpi.flavour, pins=pins)]
+    cuda = GPU_HOME["cuda"] if site.gpu.stack == "cuda" else False
+    blocks: list = []
+    if p.verbs:
+        blocks.append(fabric.rdma_core(pins=pins))
+    if p.psm2:
+        blocks.append(fabric.libpsm2(pins=pins))
+    if p.libcxi:
+        blocks.append(fabric.libcxi(tag=p.libcxi, prefix=PREFIX["libcxi"]))
+    if p.libfabric:
+        blocks.append(fabric.libfabric(version=str(p.libfabric), providers=p.providers, prefix=PREFIX["libfabric"],
+                                       cxi=PREFIX["libcxi"] if p.libcxi else "", pins=pins))
+    if p.ucx:
+        if cuda:
+            blocks.append(mpi.gdrcopy(prefix=PREFIX["gdrcopy"], ldconfig=True))
+        blocks.append(mpi.knem(prefix=PREFIX["knem"]))
+        blocks.append(mpi.ucx(version=str(p.ucx), prefix=PREFIX["ucx"], cuda=cuda, ldconfig=True, ofed=True,
+                              knem=PREFIX["knem"], gdrcopy=PREFIX["gdrcopy"] if cuda else ""))
+    if p.mpi.flavour == "openmpi":
+        extra = {"with_ofi": PREFIX["libfabric"]} if p.libfabric else {}
+        if site.mpi.pmi == "pmix":
+            extra["pmix"] = "internal"
+        blocks.append(mpi.openmpi(version=str(p.mpi.version), prefix=PREFIX["openmpi"], ldconfig=True, cuda=cuda,
+                                  ucx=PREFIX["ucx"] if p.ucx else False, infiniband=False, **extra))
+    elif p.mpi.flavour == "mpich":
+        blocks.append(mpi.mpich(version=str(p.mpi.version), libfabric=PREFIX["libfabric"], prefix=PREFIX["mpich"]))
+    elif p.mpi.flavour == "intel-mpi":
+        blocks.append(mpi.intel_mpi(version=str(p.mpi.version), libfabric=PREFIX["libfabric"] if p.libfabric else ""))
+    if p.net_plugin:
+        blocks.append(fabric.aws_ofi(version=str(p.net_plugin_version), gpu=site.gpu.stack,
+                                     libfabric=PREFIX["libfabric"], gpu_home=GPU_HOME[site.gpu.stack],
+                                     prefix=PREFIX["aws-ofi"]))
+    return blocks
+
+
+def mpicc(p: Plan) -> str:
+    if p.mpi.flavour == "intel-mpi":
+        return "mpicc"
+    if p.mpi.source == "distro":
+        return "mpicc"
+    return f"{PREFIX[p.mpi.flavour]}/bin/mpicc"
+
+
+@dataclass(frozen=True)
+class PythonSpec:
+    """What a recipe's Python environment holds; the image's venv and the suite's bare twin use it alike."""
+
+    index_packages: tuple[tuple[str, tuple[str, ...]], ...]   # (index URL, requirements)
+    wheels: tuple[str, ...]                                   # paths in the build context
+    requirements: tuple[str, ...]                             # from the default index
+    mpi4py: tuple[str, str] | None                            # (version, mpicc): built against the container MPI
+    system_site_packages: bool                                # the distro's mpi4py (distro MPI)
+
+
+def python_spec(site: Site, p: Plan, extra: Sequence[str] = ()) -> PythonSpec:
+    """torch for the GPU stack (index or local wheel), mpi4py on the container MPI, the recipe's extras."""
+    sw = site.software
+    distro_mpi4py = p.mpi.source == "distro"
+    return PythonSpec(
+        index_packages=() if p.torch_wheel else ((p.torch_index, (f"torch=={sw.torch}",)),),
+        wheels=(p.torch_wheel,) if p.torch_wheel else (),
+        requirements=tuple(extra),
+        mpi4py=None if distro_mpi4py or p.mpi.flavour == "none" else (str(sw.mpi4py), mpicc(p)),
+        system_site_packages=distro_mpi4py)
+
+
+def python_blocks(site: Site, p: Plan, extra: Sequence[str] = ()) -> python_env:
+    """The image's virtual environment (see `python_spec`)."""
+    spec = python_spec(site, p, extra)
+    return python_env(index_packages=spec.index_packages, wheels=spec.wheels, requirements=spec.requirements,
+                      mpi4py=spec.mpi4py, system_site_packages=spec.system_site_packages,
+                      ca_secret=site.software.pip_cert_secret, python=site.software.python)
+
+
+def two_stage(site: Site, recipe: str, p: Plan, build: Sequence, keep: Sequence, runtime_extra: Sequence = (),
+              runtime_packages: Sequence[str] = (), command: Sequence[str] = ("python3", "-m", "workloads")) -> list:
+    """A build stage with `build` + `keep` blocks and a runtime stage with what `keep` leaves behind.
+
+    `build`: blocks used only to build (their output is copied by a later `keep` block or lost);
+    `keep`: blocks whose runtime() goes to the runtime stage; `runtime_extra`: blocks only there.
+    """
+    devel = hpccm.Stage(name="devel")
+    devel += base(site, "devel", "devel")
+    compiles = p.mpi.source != "distro" and p.mpi.flavour != "none"   # mpi4py from source
+    devel += ospackages(packages=sorted({*DEVEL_PACKAGES, *(COMPILE_PACKAGES if compiles else ())}))
+    for block in [*build, *keep]:
+        devel += block
+
+    rt = hpccm.Stage(name="runtime")
+    rt += base(site, "runtime", "runtime")
+    distro_py = ["python3-mpi4py"] if p.mpi.source == "distro" and p.mpi.flavour != "none" else []
+    rt += ospackages(packages=sorted({*RUNTIME_PACKAGES, *runtime_packages, *distro_py}),
+                     pins=site.software.distro_pins)
+    rt += devel.runtime(_from="devel", exclude=list(BUILD_ONLY))
+    for block in runtime_extra:
+        rt += block
+    rt += finish(labels={"org.opencontainers.image.title": f"{recipe}-{site.name}",
+                         "io.github.gen-recipe.site": site.name, "io.github.gen-recipe.recipe": recipe,
+                         "io.github.gen-recipe.version": __version__,
+                         "io.github.gen-recipe.mpi-mode": site.container.mpi_mode},
+                 user=site.software.user, command=command)
+    return [devel, rt]
+
+
+__all__ = ["base", "comm_stack", "python_blocks", "two_stage", "payload"]

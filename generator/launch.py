@@ -1,0 +1,339 @@
+"""Print a batch script that runs a workload in the site's container runtime, or bare (--bare).
+
+    gen-recipe launch --site SITE --recipe NAME [--workload W] [--nodes N] [--gpus-per-node G]
+                      [--tasks-per-node T] [--mode bind|hybrid] [--runtime R] [--bare]
+                      [--image REF] [--out FILE] [-- WORKLOAD ARGS...]
+
+The container script and its bare twin share everything but the container: the same
+`module load` lines (site.host.modules, site.mpi.modules, the runtime's modules), the same
+launcher line shape and the same environment, so their timings compare. Scheduler directives
+come from site.host.scheduler (Slurm `#SBATCH`, PBS/Torque `#PBS`, LSF `#BSUB`, none: plain bash).
+`render(site, job)` is pure; `run(args)` prints it or writes it atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__, catalog, recipes as _recipes, runtimes, site as site_mod
+from .errors import UsageError
+from .site import Site
+
+# python -m workloads lists them; these take --mode ddp when started as several ranks.
+WORKLOADS = ("cnn", "gan3d", "resnet", "mnist", "llm", "mpi")
+DDP_WORKLOADS = ("cnn", "gan3d", "resnet", "mnist")
+SIF_RUNTIMES = ("apptainer", "singularity")
+# Variables a bare run leaves to the host's modules: the loader paths of bind mode point at the
+# host libraries as the container sees them.
+LOADER_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD")
+# What a runtime needs before the script runs, said in the script (the default image names).
+PREPARE = {
+    "apptainer": "apptainer pull {image} oras://REGISTRY/{name}:TAG-sif  (or apptainer build {image} {recipe}.def)",
+    "singularity": "singularity pull {image} docker://REGISTRY/{name}:TAG  (or singularity build)",
+    "charliecloud": "ch-convert REGISTRY/{name}:TAG {image}  (gen-recipe build makes it locally)",
+    "udocker": "udocker pull REGISTRY/{name}:TAG && udocker create --name={image} REGISTRY/{name}:TAG",
+    "podman-hpc": "podman-hpc pull {image}  (or podman-hpc build + podman-hpc migrate)",
+    "sarus": "sarus pull {image}",
+    "ce": "the engine imports {image} when the job starts (enroot import for a squashfs)",
+    "podman": "gen-recipe build --site {site} --recipe {recipe}",
+    "docker": "docker pull {image}",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    recipe: str = "pytorch"
+    workload: str = "cnn"
+    nodes: int = 1
+    gpus_per_node: int | None = None        # None: all of the site's GPUs
+    tasks_per_node: int | None = None       # None: one per GPU, else one
+    mode: str | None = None                 # None: the site's container.mpi_mode
+    runtime: str | None = None              # None: the site's container.runtime
+    bare: bool = False
+    image: str | None = None                # None: what `gen-recipe build` makes for the site
+    workload_args: tuple[str, ...] = ()
+    time: str = "00:30:00"
+    account: str = ""
+    partition: str = ""
+    workloads_dir: str = ""                 # bare: the directory holding workloads/
+    allow_root: bool = False                # running as root (CI machines): udocker --allow-root, podman --user=0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The resolved job: what goes into the script."""
+
+    site: Site
+    job: Job
+    runtime: str
+    mode: str
+    gpus: int
+    tasks: int
+    image: str
+    workload_argv: tuple[str, ...]
+
+
+# -- scheduler directives -------------------------------------------------------------------
+
+def _slurm(p: Plan, name: str) -> list[str]:
+    lines = [f"#SBATCH --job-name={name}", f"#SBATCH --nodes={p.job.nodes}",
+             f"#SBATCH --ntasks-per-node={p.tasks}", f"#SBATCH --time={p.job.time}"]
+    lines += [f"#SBATCH --gpus-per-node={p.gpus}"] if p.gpus else []
+    lines += [f"#SBATCH --account={p.job.account}"] if p.job.account else []
+    lines += [f"#SBATCH --partition={p.job.partition}"] if p.job.partition else []
+    return lines
+
+
+def _pbs(p: Plan, name: str) -> list[str]:
+    gpus = f":ngpus={p.gpus}" if p.gpus else ""
+    return [f"#PBS -N {name}", f"#PBS -l select={p.job.nodes}:mpiprocs={p.tasks}{gpus}",
+            f"#PBS -l walltime={p.job.time}"] + ([f"#PBS -A {p.job.account}"] if p.job.account else []) \
+        + ([f"#PBS -q {p.job.partition}"] if p.job.partition else [])
+
+
+def _torque(p: Plan, name: str) -> list[str]:
+    gpus = f":gpus={p.gpus}" if p.gpus else ""
+    return [f"#PBS -N {name}", f"#PBS -l nodes={p.job.nodes}:ppn={p.tasks}{gpus}",
+            f"#PBS -l walltime={p.job.time}"] + ([f"#PBS -A {p.job.account}"] if p.job.account else []) \
+        + ([f"#PBS -q {p.job.partition}"] if p.job.partition else [])
+
+
+def _lsf(p: Plan, name: str) -> list[str]:
+    h, m, _ = (p.job.time.split(":") + ["0", "0"])[:3]
+    lines = [f"#BSUB -J {name}", f"#BSUB -n {p.job.nodes * p.tasks}", f'#BSUB -R "span[ptile={p.tasks}]"',
+             f"#BSUB -W {int(h):d}:{int(m):02d}"]
+    lines += [f'#BSUB -gpu "num={p.gpus}"'] if p.gpus else []
+    return lines + ([f"#BSUB -P {p.job.account}"] if p.job.account else []) \
+        + ([f"#BSUB -q {p.job.partition}"] if p.job.partition else [])
+
+
+DIRECTIVES: Mapping[str, Callable[[Plan, str], list[str]]] = {
+    "slurm": _slurm, "pbs": _pbs, "torque": _torque, "lsf": _lsf, "none": lambda p, name: []}
+# Batch systems that start the script in the home directory: go back to where it was submitted.
+WORKDIR = {"pbs": "PBS_O_WORKDIR", "torque": "PBS_O_WORKDIR", "lsf": "LS_SUBCWD"}
+
+
+# -- launcher lines ---------------------------------------------------------------------------
+
+def launcher(site: Site, nodes: int, tasks: int, gpus: int, forward: Sequence[str] = ()) -> tuple[str, ...]:
+    """The launcher prefix for nodes × tasks ranks; `forward`: variables Open MPI's mpirun must pass."""
+    name, total = site.host.launcher, nodes * tasks
+    if name == "srun":
+        return ("srun", f"--nodes={nodes}", f"--ntasks-per-node={tasks}",
+                *([f"--gpus-per-node={gpus}"] if gpus else []),
+                *([f"--mpi={site.mpi.pmi}"] if site.mpi.pmi != "none" else []))
+    if name in ("mpirun", "mpiexec") and site.mpi.flavour == "openmpi":
+        return (name, "-np", str(total), "--map-by", f"ppr:{tasks}:node",
+                *[a for var in forward for a in ("-x", var)])
+    if name in ("mpirun", "mpiexec"):  # MPICH family (hydra): the environment goes along
+        return (name, "-n", str(total), "-ppn", str(tasks))
+    if name == "aprun":
+        return ("aprun", "-n", str(total), "-N", str(tasks))
+    if total > 1:
+        raise UsageError(f"site {site.name} has no launcher (host.launcher = \"none\"); run one rank: --nodes 1 --tasks-per-node 1")
+    return ()
+
+
+# -- quoting ---------------------------------------------------------------------------------
+
+_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def word(s: str) -> str:
+    """A shell word for `s`: `$NAME`/`${NAME}` stay host-variable references (written `${NAME:-}`
+    so that `set -u` accepts unset ones), everything else is literal."""
+    if _SAFE.fullmatch(s):
+        return s
+    if "$" not in s:
+        return shlex.quote(s)
+    parts, pos = [], 0
+    for m in _REF.finditer(s):
+        parts.append(_dq(s[pos:m.start()]) + "${" + (m.group(1) or m.group(2)) + ":-}")
+        pos = m.end()
+    parts.append(_dq(s[pos:]))
+    return '"' + "".join(parts) + '"'
+
+
+def _dq(s: str) -> str:
+    return re.sub(r'([\\"`$])', r"\\\1", s)
+
+
+def line(argv: Sequence[str], indent: str = "    ") -> str:
+    """argv as one shell command, wrapped at about 100 columns with backslashes (before --options only)."""
+    words = [word(a) for a in argv]
+    out, cur = [], words[0]
+    for w in words[1:]:
+        if len(cur) + 1 + len(w) > 100 and w.startswith("--") and cur.strip():
+            out.append(cur + " \\")
+            cur = indent + w
+        else:
+            cur += " " + w
+    return "\n".join([*out, cur])
+
+
+# -- the plan and the script -------------------------------------------------------------------
+
+def default_image(site: Site, recipe: str, runtime: str) -> str:
+    """What the runtime runs when --image is not given: `<recipe>-<site>.sif` for Apptainer and
+    Singularity, else what `gen-recipe build` tags (turned into a directory or udocker container
+    name by build.runtime_image_name for Charliecloud and udocker)."""
+    if runtime in SIF_RUNTIMES:
+        return f"{recipe}-{site.name}.sif"
+    from . import build  # the tag needs the build's content hash
+    return build.runtime_image_name(site, build.default_ref(site, recipe), runtime)
+
+
+def plan(site: Site, job: Job) -> Plan:
+    catalog.load(job.recipe)
+    if job.workload not in WORKLOADS:
+        raise UsageError(f"unknown workload '{job.workload}' (valid: {', '.join(WORKLOADS)})")
+    rt = site.runtime(job.runtime).name
+    mode = job.mode or (site.container.mpi_mode if site.container.runtime == rt else site.runtime(rt).mpi_modes[0])
+    runtimes.check_mode(site, rt, mode)
+    gpus = site.gpu.count_per_node if job.gpus_per_node is None else job.gpus_per_node
+    if gpus > site.gpu.count_per_node:
+        raise UsageError(f"site {site.name} has {site.gpu.count_per_node} GPUs per node, not {gpus}")
+    if job.nodes < 1:
+        raise UsageError("--nodes must be at least 1")
+    tasks = job.tasks_per_node or max(gpus, 1)
+    ranks = job.nodes * tasks
+    argv = ("python3", "-m", f"workloads.{job.workload}")
+    if ranks > 1 and job.workload in DDP_WORKLOADS and "--mode" not in job.workload_args:
+        argv += ("--mode", "ddp")
+    image = job.image or ("" if job.bare else default_image(site, job.recipe, rt))
+    return Plan(site, job, rt, mode, gpus, tasks, image, argv + tuple(job.workload_args))
+
+
+def modules(p: Plan) -> list[tuple[str, ...]]:
+    """The `module load` groups, the same for the container run and its bare twin."""
+    groups, seen = [], set()
+    for group in (p.site.host.modules, p.site.mpi.modules, p.site.runtime(p.runtime).modules):
+        new = [m for m in group if m not in seen]
+        seen.update(new)
+        if new:
+            groups.append(("module", "load", *new))
+    return groups
+
+
+def bare_env(p: Plan) -> dict[str, str]:
+    """The container's environment as the bare run sets it (minus loader paths: the modules set those)."""
+    env = runtimes.container_env(p.site, runtimes.Options(mode=p.mode))
+    return {k: v for k, v in env.items() if k not in LOADER_VARS}
+
+
+def container_command(p: Plan) -> runtimes.Command:
+    opts = runtimes.Options(mode=p.mode, gpus=p.gpus, mpi=p.job.nodes * p.tasks > 1, allow_root=p.job.allow_root)
+    return runtimes.command(p.site, p.image, p.workload_argv, opts, runtime=p.runtime)
+
+
+def bare_command(p: Plan) -> runtimes.Command:
+    """The workload on the host, with the container's environment (see `bare_env`)."""
+    return runtimes.Command(p.workload_argv, bare_env(p))
+
+
+def _header(p: Plan) -> list[str]:
+    job, site = p.job, p.site
+    name = f"{job.recipe}-{job.workload}-{site.name}" + ("-bare" if job.bare else "")
+    flags = [f"--site {site.name}", f"--recipe {job.recipe}", f"--workload {job.workload}",
+             f"--nodes {job.nodes}", f"--mode {p.mode}"]
+    flags += [f"--gpus-per-node {job.gpus_per_node}"] if job.gpus_per_node is not None else []
+    flags += [f"--tasks-per-node {job.tasks_per_node}"] if job.tasks_per_node else []
+    flags += [f"--runtime {p.runtime}"] if not job.bare else ["--bare"]
+    flags += [f"--image {shlex.quote(job.image)}"] if job.image and not job.bare else []
+    flags += ["--", *map(shlex.quote, job.workload_args)] if job.workload_args else []
+    if job.bare:
+        what = f"bare run: the host's python3 (with torch and mpi4py), twin of the {p.runtime} {p.mode}-mode run"
+    else:
+        what = f"{p.runtime}, {p.mode} mode: " + ("host MPI mounted into the container" if p.mode == "bind"
+                                                  else "the container's own MPI, one container per rank")
+    out = ["#!/bin/bash", *DIRECTIVES[site.host.scheduler](p, name),
+           f"# Generated by gen-recipe {__version__}: gen-recipe launch {' '.join(flags)}",
+           f"# {site.description}", f"# {what}"]
+    if not job.bare:
+        out.append("# Image: " + PREPARE[p.runtime].format(image=p.image, name=f"{job.recipe}-{site.name}",
+                                                           recipe=job.recipe, site=site.name))
+    out.append("set -euo pipefail")
+    if site.host.scheduler in WORKDIR:
+        out.append(f'cd "${{{WORKDIR[site.host.scheduler]}}}"')
+    return out
+
+
+def render(site: Site, job: Job) -> str:
+    """The batch script for `job` at `site` (pure)."""
+    p = plan(site, job)
+    out = _header(p)
+    mods = modules(p)
+    if mods:
+        out += ["", *(line(m) for m in mods)]
+    cmd = bare_command(p) if job.bare else container_command(p)
+    if cmd.env:
+        out += ["", *(f"export {k}={word(v)}" for k, v in cmd.env.items())]
+    forward = list(cmd.env)
+    if job.bare:
+        workloads = job.workloads_dir or str(Path(_recipes.__file__).parent)
+        out += ["", "# the workloads package (gen-recipe's recipes/), as the image carries it in /opt/workloads",
+                f': "${{GEN_RECIPE_WORKLOADS:={_dq(workloads)}}}"',
+                'export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"']
+        forward.append("PYTHONPATH")
+    for path, text in cmd.files.items():
+        folder = path.rsplit("/", 1)[0]
+        out += ["", f"mkdir -p {word(folder)}", f"cat > {word(path)} <<'EOF'", text.rstrip("\n"), "EOF"]
+    if cmd.setup:
+        out += ["", *(line(s) for s in cmd.setup)]
+    full = (*launcher(site, job.nodes, p.tasks, p.gpus, forward), *cmd.launcher_args, *cmd.argv)
+    out += ["", line(full)]
+    return "\n".join(out) + "\n"
+
+
+# -- command line -------------------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--site", default="local", help="site name or path to a site TOML (default: local)")
+    parser.add_argument("--recipe", default="pytorch", help="recipe whose image runs the workload (default: pytorch)")
+    parser.add_argument("--workload", default="cnn", choices=WORKLOADS, help="workload (default: cnn)")
+    parser.add_argument("--nodes", type=int, default=1, help="nodes (default: 1)")
+    parser.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (default: all the site's)")
+    parser.add_argument("--tasks-per-node", type=int, default=None,
+                        help="ranks per node (default: one per GPU, else one)")
+    parser.add_argument("--mode", choices=("bind", "hybrid"), default=None,
+                        help="MPI mode (default: the site's container.mpi_mode)")
+    parser.add_argument("--runtime", default=None, help="container runtime (default: the site's)")
+    parser.add_argument("--bare", action="store_true", help="the bare-metal twin: same modules, env and launcher")
+    parser.add_argument("--image", default=None, help="image to run (default: what gen-recipe build makes)")
+    parser.add_argument("--time", default="00:30:00", help="wall-clock limit HH:MM:SS (default: 00:30:00)")
+    parser.add_argument("--account", default="", help="account/project to charge (#SBATCH --account)")
+    parser.add_argument("--partition", default="", help="partition/queue")
+    parser.add_argument("--workloads-dir", default="", help="bare: directory holding workloads/ "
+                        "(default: the installed gen-recipe's; GEN_RECIPE_WORKLOADS overrides at run time)")
+    parser.add_argument("--out", type=Path, default=None, help="write the script here (atomically) instead of stdout")
+    parser.add_argument("workload_args", nargs="*", metavar="-- ARGS", help="arguments for the workload")
+
+
+def job_from_args(args: argparse.Namespace) -> Job:
+    import os
+    if not re.fullmatch(r"\d{1,3}:\d{2}:\d{2}", args.time):
+        raise UsageError(f"--time {args.time!r} is not HH:MM:SS")
+    return Job(recipe=args.recipe, workload=args.workload, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+               tasks_per_node=args.tasks_per_node, mode=args.mode, runtime=args.runtime, bare=args.bare,
+               image=args.image, workload_args=tuple(args.workload_args), time=args.time, account=args.account,
+               partition=args.partition, workloads_dir=args.workloads_dir,
+               allow_root=os.geteuid() == 0)   # root-only flags (udocker --allow-root, podman ranks --user=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .render import write_atomic
+    site = site_mod.load(args.site)
+    text = render(site, job_from_args(args))
+    if args.out:
+        write_atomic(args.out, text)
+        args.out.chmod(0o755)
+        print(args.out)
+    else:
+        print(text, end="")
+    return 0

@@ -1,0 +1,401 @@
+"""Apptainer/Singularity definition files: a parser that splits them the way Apptainer does, and
+the checks no other tool makes.
+
+Apptainer's rules, from its parser (pkg/build/types/parser/deffile.go) and builder
+(internal/pkg/build): stages start at lines beginning with `Bootstrap:`; a stage's header runs
+up to the first line whose first word starts with `%`; sections of one name are appended into one
+script, the arguments of the last header that has some apply to all of them; %post and %setup run
+as `/bin/sh -ex SCRIPT`, or `/bin/sh -ex -c "SHELL ARGS SCRIPT"` with `-c SHELL ARGS`; %runscript,
+%startscript and %test are written with `#!/bin/sh` (or the section's own `#!` line) and the
+header's arguments appended to that line; %environment is sourced by /bin/sh.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import did_you_mean
+from . import shell
+from .model import Target
+from .tools import Script
+
+SECTIONS = ("setup", "files", "environment", "post", "runscript", "startscript", "test", "labels", "help",
+            "arguments", "pre")
+APP_SECTIONS = ("appinstall", "appfiles", "appenv", "apprun", "appstart", "apptest", "applabels", "apphelp")
+ONCE = ("runscript", "startscript", "test", "help", "arguments", "apprun", "appstart", "apptest", "apphelp")
+HEADERS = ("bootstrap", "from", "includecmd", "mirrorurl", "updateurl", "osversion", "include", "library",
+           "registry", "namespace", "stage", "product", "user", "regcode", "productpgp", "registerurl", "modules",
+           "fingerprints", "confurl", "setopt")
+# agent → required header keywords (each a tuple of alternatives)
+AGENTS: dict[str, tuple[tuple[str, ...], ...]] = {
+    **{a: (("from",),) for a in ("docker", "docker-archive", "docker-daemon", "oci", "oci-archive", "localimage",
+                                  "library", "shub", "oras")},
+    "yum": (("mirrorurl",),), "zypper": (("mirrorurl", "product"),), "busybox": (("mirrorurl",),),
+    "debootstrap": (("mirrorurl",), ("osversion",)), "arch": (), "scratch": (),
+}
+RUN_SCRIPTS = ("post", "setup", "pre")                                 # run as /bin/sh -ex, -c picks the shell
+SHEBANG_SCRIPTS = ("runscript", "startscript", "test", "apprun", "appstart", "apptest")
+SOURCED = ("environment", "appenv")
+NO_BASH = re.compile(r"alpine|busybox|distroless|scratch", re.I)
+
+Hit = tuple[int, str, str]      # (line, rule id, message)
+
+
+@dataclass(frozen=True)
+class HeaderLine:
+    key: str          # lower case
+    value: str
+    line: int
+    raw_key: str
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str                               # lower case, without %
+    app: str                                # app name of %app* sections
+    args: str                               # the rest of the header line
+    line: int
+    body: tuple[tuple[int, str], ...]       # (line number, text)
+
+
+@dataclass(frozen=True)
+class Stage:
+    line: int
+    header: tuple[HeaderLine, ...]
+    bad_header: tuple[tuple[int, str], ...]
+    sections: tuple[Section, ...]
+
+    def get(self, key: str) -> HeaderLine | None:
+        return next((h for h in self.header if h.key == key), None)
+
+    @property
+    def name(self) -> str:
+        h = self.get("stage")
+        return h.value if h else ""
+
+    def of(self, *names: str) -> list[Section]:
+        return [s for s in self.sections if s.name in names]
+
+
+def _is_section(text: str) -> bool:
+    words = text.split()
+    return bool(words) and words[0].startswith("%")
+
+
+def _stage(lines: Sequence[tuple[int, str]]) -> Stage | None:
+    i, header, bad = 0, [], []
+    while i < len(lines) and not _is_section(lines[i][1]):
+        number, text = lines[i]
+        s = text.strip()
+        i += 1
+        if not s or s.startswith("#"):
+            continue
+        s = s.split("#")[0].strip()
+        while s.endswith("\\") and i < len(lines):
+            s = s[:-1] + lines[i][1].split("#")[0].strip()
+            i += 1
+        key, colon, value = s.partition(":")
+        if not colon:
+            bad.append((number, text.strip()))
+        else:
+            header.append(HeaderLine(key.strip().lower(), value.strip(), number, key.strip()))
+    sections = []
+    while i < len(lines):
+        number, text = lines[i]
+        word, _, args = text.strip().partition(" ")
+        name = word.lstrip("%").lower()
+        app = ""
+        if name in APP_SECTIONS:
+            app, _, args = args.strip().partition(" ")
+        i += 1
+        start = i
+        while i < len(lines) and not _is_section(lines[i][1]):
+            i += 1
+        sections.append(Section(name, app, args.strip(), number, tuple(lines[start:i])))
+    if not header and not bad and not sections:
+        return None
+    first = header[0].line if header else bad[0][0] if bad else sections[0].line
+    return Stage(first, tuple(header), tuple(bad), tuple(sections))
+
+
+def parse(text: str) -> tuple[Stage, ...]:
+    """The stages of a definition (a leading part with only comments is no stage)."""
+    lines = list(enumerate(text.splitlines(), 1))
+    starts = [k for k, (_, t) in enumerate(lines) if re.match(r"bootstrap:", t, re.I)]
+    bounds = sorted({0, *starts, len(lines)})
+    stages = (_stage(lines[a:b]) for a, b in zip(bounds, bounds[1:]))
+    return tuple(s for s in stages if s is not None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scripts and their shells
+# ---------------------------------------------------------------------------------------------
+
+def _args_of(sections: Sequence[Section]) -> str:
+    """The arguments Apptainer applies: those of the last header that has some."""
+    return next((s.args for s in reversed(sections) if s.args.split("#")[0].strip()), "").split("#")[0].strip()
+
+
+def run_shell(args: str) -> tuple[str, list[str]]:
+    """(shell name, its arguments) for a %post/%setup header's arguments."""
+    fields = args.split()
+    if "-c" in fields and fields.index("-c") + 1 < len(fields):
+        rest = fields[fields.index("-c") + 1:]
+        return posixpath.basename(rest[0]), rest[1:]
+    return "sh", ["-e", "-x"]
+
+
+def _shebang_shell(body: Sequence[tuple[int, str]]) -> str:
+    first = next((t.strip() for _, t in body if t.strip()), "")
+    if not first.startswith("#!"):
+        return "sh"
+    words = first[2:].split()
+    if words and posixpath.basename(words[0]) == "env" and len(words) > 1:
+        return posixpath.basename(words[1])
+    return posixpath.basename(words[0]) if words else "sh"
+
+
+def _lines(sections: Sequence[Section]) -> tuple[tuple[int, str], ...]:
+    return tuple(line for s in sections for line in s.body)
+
+
+def post_script(stage: Stage) -> tuple[tuple[int, str], ...]:
+    """%post and the %appinstall sections, in the order Apptainer runs them."""
+    return _lines(stage.of("post")) + _lines(stage.of("appinstall"))
+
+
+def scripts(stage: Stage) -> list[Script]:
+    """The stage's shell scripts, as Apptainer assembles them, for ShellCheck."""
+    out = []
+    for name in RUN_SCRIPTS:
+        shell_name, args = run_shell(_args_of(stage.of(name)))
+        body = post_script(stage) if name == "post" else _lines(stage.of(name))
+        errexit = ("set -e",) if _errexit(args, []) else ()     # ShellCheck knows -e only from `set -e`
+        out.append(Script(shell_name, body, errexit))
+    apps = sorted({s.app for s in stage.sections if s.app})
+    for name in SOURCED:
+        for app in (apps if name.startswith("app") else [""]):
+            body = _lines([s for s in stage.of(name) if s.app == app])
+            # sourced by the runscript's shell: its assignments are used there
+            out.append(Script("sh", body, ("# shellcheck disable=SC2034",)))
+    for name in SHEBANG_SCRIPTS:
+        for app in (apps if name.startswith("app") else [""]):
+            body = _lines([s for s in stage.of(name) if s.app == app])
+            first = next((k for k, (_, t) in enumerate(body) if t.strip()), None)
+            if first is not None and body[first][1].strip().startswith("#!"):    # Apptainer moves it out
+                out.append(Script(_shebang_shell(body), body[:first] + ((body[first][0], ""),) + body[first + 1:]))
+            else:
+                out.append(Script("sh", body))
+    return [s for s in out if s.lines]
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+# ---------------------------------------------------------------------------------------------
+
+def _label(stage: Stage, index: int) -> str:
+    return f"stage '{stage.name}'" if stage.name else f"stage {index + 1}"
+
+
+def check_header(stage: Stage, index: int) -> list[Hit]:
+    hits: list[Hit] = []
+    where = _label(stage, index)
+    if not stage.header or stage.header[0].key != "bootstrap":
+        found = f" (found `{stage.header[0].raw_key}`)" if stage.header else ""
+        hits.append((stage.line, "AP001", f"{where}: `Bootstrap:` must be the first header keyword{found}"))
+    for line, text in stage.bad_header:
+        hits.append((line, "AP004", f"header line is not `Keyword: value`: {text[:60]}"))
+    for h in stage.header:
+        if h.key not in HEADERS and not re.fullmatch(r"otherurl\d+", h.key):
+            hits.append((h.line, "AP004", f"unknown header keyword `{h.raw_key}` ({did_you_mean(h.key, HEADERS)})"))
+    boot = stage.get("bootstrap")
+    if boot is None:
+        return hits
+    agent = boot.value.lower()
+    if agent not in AGENTS:
+        hits.append((boot.line, "AP002", f"unknown bootstrap agent `{boot.value}` ({did_you_mean(agent, AGENTS)})"))
+        return hits
+    for alternatives in AGENTS[agent]:
+        if not any((stage.get(k) and stage.get(k).value) for k in alternatives):
+            need = " or ".join(f"`{k.capitalize() if k != 'mirrorurl' else 'MirrorURL'}:`" for k in alternatives)
+            need = need.replace("`Osversion:`", "`OSVersion:`")
+            hits.append((boot.line, "AP003", f"`Bootstrap: {agent}` needs {need}"))
+    return hits
+
+
+def check_sections(stage: Stage, index: int, earlier: Sequence[str], target: Target) -> list[Hit]:
+    hits: list[Hit] = []
+    seen: dict[tuple[str, str], Section] = {}
+    for s in stage.sections:
+        if s.name not in SECTIONS and s.name not in APP_SECTIONS:
+            hits.append((s.line, "AP005", f"unknown section `%{s.name}` "
+                                          f"({did_you_mean(s.name, SECTIONS + APP_SECTIONS)})"))
+            continue
+        if s.name in APP_SECTIONS and not s.app:
+            hits.append((s.line, "AP005", f"`%{s.name}` needs an app name: `%{s.name} NAME`"))
+            continue
+        key = (s.name, s.app)
+        if s.name in ONCE and key in seen:
+            hits.append((s.line, "AP009", f"second `%{s.name}{' ' + s.app if s.app else ''}` in "
+                                          f"{_label(stage, index)} (line {seen[key].line}): Apptainer appends it "
+                                          f"to the first instead of replacing it"))
+        seen.setdefault(key, s)
+        if s.name in SHEBANG_SCRIPTS and "-c" in s.args.split():
+            hits.append((s.line, "AP015", f"`%{s.name} {s.args}`: the arguments go on the script's #! line; "
+                                          f"choose the shell with a `#!/bin/bash` first line instead"))
+        if s.name == "arguments" and not target.arguments:
+            hits.append((s.line, "AP014", f"`%arguments` needs Apptainer 1.2 or SingularityCE 4.0 (target {target})"))
+        if s.name == "files" and s.args.split("#")[0].strip():
+            fields = s.args.split("#")[0].split()
+            if len(fields) != 2 or fields[0] != "from":
+                hits.append((s.line, "AP012", f"`%files {s.args}`: only `%files from STAGE` takes arguments; "
+                                              f"Apptainer skips this section"))
+            elif not target.multistage:
+                hits.append((s.line, "AP008", f"`%files from` needs Singularity 3.2 or later (target {target})"))
+            elif fields[1] not in earlier:
+                hits.append((s.line, "AP007", f"`%files from {fields[1]}`: no earlier stage is named "
+                                              f"'{fields[1]}' ({did_you_mean(fields[1], earlier)})"))
+    for name in set(RUN_SCRIPTS + SHEBANG_SCRIPTS + SOURCED):
+        given = [s for s in stage.of(name) if s.args.split("#")[0].strip()]
+        if len({s.args for s in given}) > 1:
+            hits.append((given[-1].line, "AP010", f"`%{name} {given[-1].args}` and `%{name} {given[0].args}` "
+                                                  f"(line {given[0].line}): the last arguments apply to every "
+                                                  f"%{name} of the stage"))
+    labels: dict[str, int] = {}
+    for s in stage.of("labels"):
+        for number, text in s.body:
+            t = text.strip()
+            if t and not t.startswith("#"):
+                key = t.split()[0]
+                if key in labels:
+                    hits.append((number, "AP013", f"label `{key}` is already set on line {labels[key]}; the "
+                                                  f"last value wins"))
+                labels[key] = number
+    return hits
+
+
+def _errexit(shell_args: Sequence[str], commands: Sequence[shell.Command]) -> bool:
+    if any(re.fullmatch(r"-[a-z]*e[a-z]*", a) for a in shell_args) or "errexit" in shell_args:
+        return True
+    first = next(iter(commands), None)
+    return first is not None and first.program == "set" and (
+        any(re.fullmatch(r"-[a-z]*e[a-z]*", w) for w in first.words[1:]) or "errexit" in first.words)
+
+
+def pipefail_at(line: int, shell_name: str, shell_args: Sequence[str], commands: Sequence[shell.Command]) -> bool:
+    if shell_name not in ("sh", "dash", "ash") and "pipefail" in shell_args:
+        return True
+    return any(c.program == "set" and "pipefail" in c.words and c.line < line for c in commands)
+
+
+def check_post(stage: Stage) -> list[tuple[int, str, str, frozenset[str]]]:
+    """Smells in the stage's %post (and %appinstall) script: (line, rule, message, pragma ids)."""
+    lines = post_script(stage)
+    commands, _ = shell.split_script(lines)
+    name, shell_args = run_shell(_args_of(stage.of("post")))
+    hits = []
+    if "-c" in _args_of(stage.of("post")).split() and not _errexit(shell_args, commands):
+        post = stage.of("post")
+        hits.append((next(s.line for s in post if s.args), "AP011",
+                     f"%post runs `/bin/sh -ex -c \"{name} ...\"`: {name} runs without -e; start the script with "
+                     f"`set -e` (or use `-c /bin/{name} -e`)", frozenset()))
+    hits += command_smells(commands, lines, name, shell_args)
+    return hits
+
+
+def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int, str]], shell_name: str,
+                   shell_args: Sequence[str]) -> list[tuple[int, str, str, frozenset[str]]]:
+    hits = []
+    no_cache_lines = [n for n, t in lines if re.search(r"\bPIP_NO_CACHE_DIR=\S", t)]
+    for k, c in enumerate(commands):
+        later = commands[k + 1:]
+        inst = shell.install(c)
+        if inst is not None and inst.manager is not None:
+            m = inst.manager
+            if c.program == "apt":
+                hits.append((c.line, "DL3027", "use apt-get, not apt, in scripts", c.ignore))
+            if not shell.says_yes(inst):
+                hits.append((c.line, m.yes_rule, f"`{c.program} install` without {m.yes_flag} waits for an answer "
+                                                 f"no build gives", c.ignore))
+            if m is shell.APT and not shell.no_recommends(inst):
+                hits.append((c.line, "DL3015", "apt-get install without --no-install-recommends", c.ignore))
+            loose = shell.unpinned(inst)
+            if loose:
+                hits.append((c.line, m.pin_rule, f"unpinned {m.name} packages: {' '.join(loose[:6])}"
+                                                  + (" ..." if len(loose) > 6 else ""), c.ignore))
+            if not any(shell.is_clean(d, m) for d in later):
+                what = "the apt lists (/var/lib/apt/lists) are" if m is shell.APT else f"the {m.name} cache is"
+                hits.append((c.line, m.clean_rule, f"{what} not removed after this install "
+                                                   f"(add `{m.clean_command}`)", c.ignore))
+        elif inst is not None:
+            loose = shell.unpinned(inst)
+            if loose:
+                hits.append((c.line, "DL3013", f"unpinned pip requirements: {' '.join(loose[:6])}", c.ignore))
+            if not shell.pip_no_cache(inst, any(n < c.line for n in no_cache_lines)):
+                hits.append((c.line, "DL3042", "pip install without --no-cache-dir keeps its cache in the image",
+                             c.ignore))
+        path = shell.download(c)
+        if path and not any(shell.removes(d, path) for d in later):
+            hits.append((c.line, "AP016", f"{path} is downloaded here and never deleted in %post", c.ignore))
+        if c.op in ("|", "|&") and not pipefail_at(c.line, shell_name, shell_args, commands):
+            hits.append((c.line, "DL4006", f"pipe in %post without pipefail ({shell_name} runs it): a failure "
+                                           f"left of `|` does not stop the build", c.ignore))
+    for chain in shell.pipelines(commands).values():
+        fetch = shell.is_pipe_to_shell(chain)
+        if fetch is not None:
+            hits.append((fetch.line, "GR001", f"`{fetch.program} ... | {chain[-1].program}` runs a download "
+                                              f"unchecked", fetch.ignore))
+    return hits
+
+
+def pragma_lines(text: str, stages: Sequence[Stage]) -> dict[int, frozenset[str]]:
+    """line → rule ids silenced there: a `# gen-recipe: ignore=` comment covers the next
+    non-comment line, and inside scripts that line's continuation lines."""
+    out: dict[int, frozenset[str]] = {}
+    pending: frozenset[str] = frozenset()
+    for number, t in enumerate(text.splitlines(), 1):
+        if not t.strip():
+            continue
+        if t.lstrip().startswith("#"):
+            pending |= shell.pragma_ids(t)
+            continue
+        if pending:
+            out[number] = out.get(number, frozenset()) | pending
+        pending = frozenset()
+    for stage in stages:
+        for s in stage.sections:
+            for span in shell.split_script(s.body)[1]:
+                if span.ignore:
+                    for n in range(span.line, span.end + 1):
+                        out[n] = out.get(n, frozenset()) | span.ignore
+    return out
+
+
+def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int, frozenset[str]]]:
+    """All our findings for a definition (pragmas applied), its scripts for ShellCheck, and the
+    pragma map (to filter ShellCheck's findings)."""
+    stages = parse(text)
+    hits: list[Hit] = []
+    if not stages:
+        return [(1, "AP001", "no `Bootstrap:` header and no sections: not a definition")], [], {}
+    names: list[str] = []
+    for k, stage in enumerate(stages):
+        hits += check_header(stage, k)
+        if stage.name and stage.name in names:
+            line = stage.get("stage").line
+            hits.append((line, "AP006", f"stage name '{stage.name}' is used twice: `%files from {stage.name}` "
+                                        f"takes the first"))
+        if not target.multistage and stage.get("stage"):
+            hits.append((stage.get("stage").line, "AP008",
+                         f"`Stage:` needs Singularity 3.2 or later (target {target})"))
+        elif k == 1 and not target.multistage:
+            hits.append((stage.line, "AP008", f"a second stage needs Singularity 3.2 or later (target {target})"))
+        hits += check_sections(stage, k, names, target)
+        hits += [(line, rule, msg) for line, rule, msg, ignore in check_post(stage) if rule not in ignore]
+        names.append(stage.name)
+    ignored = pragma_lines(text, stages)
+    hits = [h for h in hits if h[1] not in ignored.get(h[0], frozenset())]
+    return hits, [s for stage in stages for s in scripts(stage)], ignored

@@ -1,0 +1,188 @@
+"""The rule table: one row per rule id, with its severity, one-line message and a short doc.
+
+One vocabulary for both kinds of file: where a smell in an Apptainer definition is the smell a
+hadolint rule finds in a Dockerfile, the definition linter reports it under hadolint's id
+(DL3008 = unpinned apt packages, in either kind of file). Ids of our own: AP = Apptainer
+definitions only, GR = gen-recipe checks hadolint lacks (Dockerfiles, GR001 both kinds).
+ShellCheck findings keep their SC ids; hadolint's other DL ids are reported as hadolint says.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .model import LintError
+
+SEVERITIES = ("error", "warning", "info", "style")
+HADOLINT_WIKI = "https://github.com/hadolint/hadolint/wiki/{id}"
+SHELLCHECK_WIKI = "https://www.shellcheck.net/wiki/{id}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: str
+    message: str        # one line, as reported
+    doc: str            # what and why, a few sentences
+    applies: str        # "docker", "definition" or "both"; "hadolint"/"shellcheck" for theirs
+    fix: str = ""       # what --fix does, "" = nothing
+
+
+_RULES = (
+    # ---- hadolint ids, also checked by us in definitions ------------------------------------
+    Rule("DL3008", "warning", "Pin versions in apt-get install: `apt-get install <package>=<version>`",
+         "An unpinned package installs whatever version the mirror has on the day of the build, so two builds "
+         "of one recipe differ. Pin `pkg=version`, or silence it with a reason where the base image release pins "
+         "the distro versions (the generator does: `# gen-recipe: ignore=DL3008` / `# hadolint ignore=DL3008`).",
+         "both"),
+    Rule("DL3009", "info", "Delete the apt lists (/var/lib/apt/lists) after installing something",
+         "`apt-get update` leaves ~40 MB of package lists in the image. In a Dockerfile they must go in the same "
+         "RUN (a later RUN cannot shrink an earlier layer); in a definition anywhere later in the stage's %post "
+         "(Apptainer appends all %post sections into one script and a SIF has no layers).", "both",
+         "appends `rm -rf /var/lib/apt/lists/*` to the RUN / the %post section"),
+    Rule("DL3014", "warning", "Use the `-y` switch to avoid manual input: `apt-get install -y <package>`",
+         "Builds have no terminal: without -y apt-get asks and aborts.", "both", "adds -y"),
+    Rule("DL3015", "info", "Avoid additional packages by specifying `--no-install-recommends`",
+         "Recommended packages are not needed to run and often double the image size.", "both",
+         "adds --no-install-recommends"),
+    Rule("DL3027", "warning", "Do not use apt (an interactive tool); use apt-get",
+         "apt's command-line interface is not stable for scripts and warns so.", "both", "apt → apt-get"),
+    Rule("DL3013", "warning", "Pin versions in pip: `pip install <package>==<version>` or `-r requirements`",
+         "An unpinned requirement resolves to a different version on every build.", "both"),
+    Rule("DL3042", "warning", "Avoid the pip cache: `pip install --no-cache-dir <package>`",
+         "pip keeps every downloaded wheel under ~/.cache/pip: hundreds of MB for torch, in the image.", "both",
+         "adds --no-cache-dir"),
+    Rule("DL3033", "warning", "Specify versions with `yum install -y <package>-<version>`",
+         "As DL3008, for yum.", "both"),
+    Rule("DL3030", "warning", "Use the -y switch to avoid manual input: `yum install -y <package>`",
+         "As DL3014, for yum.", "both", "adds -y"),
+    Rule("DL3032", "warning", "`yum clean all` missing after yum command",
+         "yum's cache stays in the image (same layer rule as DL3009).", "both", "adds `yum clean all`"),
+    Rule("DL3041", "warning", "Specify versions with `dnf install -y <package>-<version>`",
+         "As DL3008, for dnf.", "both"),
+    Rule("DL3038", "warning", "Use the -y switch to avoid manual input: `dnf install -y <package>`",
+         "As DL3014, for dnf.", "both", "adds -y"),
+    Rule("DL3040", "warning", "`dnf clean all` missing after dnf command",
+         "dnf's cache stays in the image (same layer rule as DL3009).", "both", "adds `dnf clean all`"),
+    Rule("DL3037", "warning", "Specify versions with `zypper install -y <package>=<version>`",
+         "As DL3008, for zypper.", "both"),
+    Rule("DL3034", "warning", "Non-interactive switch missing from zypper command: `zypper install -y`",
+         "As DL3014, for zypper.", "both", "adds -y"),
+    Rule("DL3036", "warning", "`zypper clean` missing after zypper use",
+         "zypper's cache stays in the image (same layer rule as DL3009).", "both", "adds `zypper clean`"),
+    Rule("DL4006", "warning", "A pipe without `pipefail`: a failure left of `|` does not fail the build",
+         "`wget -O- URL | tar x` succeeds when the download fails. Dockerfile: `SHELL [\"/bin/bash\", \"-o\", "
+         "\"pipefail\", \"-c\"]` before the RUN. Definition: /bin/sh (dash) has no pipefail; run %post with "
+         "`%post -c /bin/bash` and `set -eo pipefail`.", "both",
+         "Dockerfile: inserts the SHELL line (not for alpine/busybox images); definition: `%post -c /bin/bash` "
+         "on the stage's %post sections + `set -eo pipefail`"),
+    # ---- hadolint ids we only fix (hadolint finds them in Dockerfiles) -------------------------
+    Rule("DL3003", "warning", "Use WORKDIR to switch to a directory",
+         "`cd` in a RUN lasts for that RUN only and hides where the build happens. In definitions `cd` in %post "
+         "is fine (one script, no WORKDIR), so this is not checked there.", "hadolint",
+         "`RUN cd DIR && rest` (one cd, first, absolute DIR) → `WORKDIR DIR`, `RUN rest`, `WORKDIR <previous>`"),
+    Rule("DL3002", "warning", "Last USER should not be root",
+         "An explicit `USER root` at the end of the final stage runs the container as root.", "hadolint"),
+    Rule("DL3059", "info", "Multiple consecutive RUN instructions. Consider consolidation.",
+         "Each RUN is a layer; hadolint suggests merging neighbours.", "hadolint"),
+    Rule("SC2046", "warning", "Quote this to prevent word splitting",
+         "ShellCheck: an unquoted `$(...)` is split into words (hpccm's `make -j$(nproc)`).", "shellcheck"),
+    Rule("SC2086", "info", "Double quote to prevent globbing and word splitting",
+         "ShellCheck: an unquoted `$VAR` is split and globbed (hpccm's `export PATH=/x:$PATH` in %environment).",
+         "shellcheck"),
+    Rule("SC2174", "warning", "When used with -p, -m only applies to the deepest directory",
+         "ShellCheck: `mkdir -p -m 700 a/b` leaves `a` with the default mode.", "shellcheck"),
+    Rule("SC1090", "warning", "ShellCheck can't follow non-constant source",
+         "ShellCheck: `. /.singularity.d/env/10-docker*.sh` is a glob. Add `# shellcheck source=/dev/null` "
+         "above it.", "shellcheck"),
+    # ---- our own ----------------------------------------------------------------------------
+    Rule("GR001", "warning", "Download piped into a shell (`curl|wget ... | sh`)",
+         "Runs code nobody reviewed, changes under the same URL, and a failed download still runs a partial "
+         "script. Download to a file, check its checksum, then run it.", "both"),
+    Rule("GR002", "warning", "Downloaded archive is not deleted in the RUN that downloaded it",
+         "A file written in one RUN stays in that RUN's layer: deleting it in a later RUN hides it but the image "
+         "does not shrink; never deleting it keeps it in the image.", "docker",
+         "merges the RUNs from the download to the deletion (only RUNs in between, same flags)"),
+    Rule("GR003", "warning", "The final stage runs as root: add a non-root USER",
+         "Without USER the container's processes run as root (docker, podman). Add a user and `USER uid:gid` at "
+         "the end of the runtime stage. (Apptainer runs as the calling user: not checked in definitions.)",
+         "docker", "appends `RUN useradd --create-home --uid 10001 --user-group app` and `USER 10001:10001` "
+         "(not for scratch/distroless/alpine/busybox bases)"),
+    Rule("AP001", "error", "Each stage must start with a `Bootstrap:` header",
+         "Apptainer requires `Bootstrap` as the first header keyword of every stage; a definition without one can "
+         "only update an existing image.", "definition"),
+    Rule("AP002", "error", "Unknown bootstrap agent",
+         "Known agents: docker, docker-archive, docker-daemon, oci, oci-archive, localimage, library, shub, oras, "
+         "yum, zypper, debootstrap, arch, busybox, scratch.", "definition"),
+    Rule("AP003", "error", "Header keyword required by this bootstrap agent is missing",
+         "docker/oci/localimage/library/shub/oras/docker-* need `From`; yum, zypper and busybox need `MirrorURL`; "
+         "debootstrap needs `MirrorURL` and `OSVersion`.", "definition"),
+    Rule("AP004", "error", "Unknown or malformed header keyword",
+         "The header is `Keyword: value` lines; Apptainer refuses unknown keywords (\"invalid header keyword\").",
+         "definition"),
+    Rule("AP005", "error", "Unknown section",
+         "Sections: %setup %files %environment %post %runscript %startscript %test %labels %help %arguments, and "
+         "%appinstall %appfiles %appenv %apprun %appstart %apptest %applabels %apphelp with an app name.",
+         "definition"),
+    Rule("AP006", "error", "Stage name used twice",
+         "`%files from NAME` copies from the first stage of that name; the second is unreachable.", "definition"),
+    Rule("AP007", "error", "`%files from` names no earlier stage",
+         "Files can only be copied from a stage defined before the current one.", "definition"),
+    Rule("AP008", "error", "Multi-stage definitions need Singularity 3.2 or later (or any Apptainer)",
+         "`Stage:` and `%files from` were added in Singularity 3.2; older versions fail on them. Set the target "
+         "with --target.", "definition"),
+    Rule("AP009", "warning", "Second %runscript/%startscript/%test/%help/%arguments in one stage is appended",
+         "Apptainer appends sections of one name into one script: a second %runscript does not replace the first "
+         "(and runs after its `exec`, i.e. never). Keep one.", "definition"),
+    Rule("AP010", "warning", "Sections of one kind with different arguments: the last header's apply to all",
+         "Apptainer joins e.g. all %post sections of a stage into one script and runs it with the arguments of "
+         "the last header that has some (`-c /bin/bash`).", "definition"),
+    Rule("AP011", "warning", "`%post -c SHELL` without `-e`: a failing command does not stop the build",
+         "Apptainer runs %post as `/bin/sh -ex SCRIPT`; with `-c /bin/bash` it runs `/bin/sh -ex -c \"/bin/bash "
+         "SCRIPT\"`, so bash runs without errexit. Start the script with `set -e` (or `-c /bin/bash -e`).",
+         "definition"),
+    Rule("AP012", "error", "`%files` arguments other than `from STAGE`: Apptainer skips the section",
+         "Apptainer copies a %files section only without arguments or with exactly `from STAGE`; anything else "
+         "is ignored without a message.", "definition"),
+    Rule("AP013", "warning", "Label defined twice in one stage: the last value wins", "", "definition"),
+    Rule("AP014", "error", "%arguments needs Apptainer 1.2 or SingularityCE 4.0",
+         "Build arguments (`%arguments`, `{{ NAME }}`) are not understood by older versions.", "definition"),
+    Rule("AP015", "warning", "Arguments of %runscript/%startscript/%test go on the script's #! line",
+         "Apptainer writes these scripts with `#!/bin/sh ARGS`; `-c /bin/bash` there breaks the script. Choose "
+         "the shell with a `#!/bin/bash` first line in the section.", "definition"),
+    Rule("AP016", "info", "Downloaded archive is not deleted in the stage's %post: it stays in the image",
+         "A SIF has no layers, so deleting anywhere later in %post is enough; not deleting it ships it. Mild: "
+         "some archives are meant to stay.", "definition"),
+)
+
+RULES = {r.id: r for r in _RULES}
+
+
+def rule(rule_id: str) -> Rule:
+    return RULES[rule_id]
+
+
+def explain(rule_id: str) -> str:
+    """The text `gen-recipe lint --explain ID` prints."""
+    from ..errors import did_you_mean
+
+    rid = rule_id.strip().upper()
+    upstream = (HADOLINT_WIKI if rid.startswith("DL") else SHELLCHECK_WIKI if rid.startswith("SC") else "")
+    r = RULES.get(rid)
+    if r is None:
+        if re.fullmatch(r"(DL|SC)\d{4}", rid):
+            who = "hadolint" if rid.startswith("DL") else "ShellCheck"
+            return f"{rid}: a {who} rule, reported as {who} words it.\n{upstream.format(id=rid)}"
+        raise LintError(f"lint: unknown rule id '{rule_id}' ({did_you_mean(rid, RULES)})")
+    where = {"both": "Dockerfiles and Apptainer definitions", "docker": "Dockerfiles", "definition":
+             "Apptainer definitions", "hadolint": "Dockerfiles (hadolint)", "shellcheck":
+             "RUN bodies (via hadolint) and definition scripts"}[r.applies]
+    lines = [f"{r.id} ({r.severity}): {r.message}", f"Checked in: {where}."]
+    if r.doc:
+        lines.append(r.doc)
+    if r.fix:
+        lines.append(f"--fix: {r.fix}.")
+    if upstream:
+        lines.append(upstream.format(id=r.id))
+    return "\n".join(lines)

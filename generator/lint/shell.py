@@ -1,0 +1,350 @@
+"""Shell scripts → simple commands, and the package-manager / download smells found in them.
+
+Shared by the definition linter (`%post` scripts), the Dockerfile rules (RUN bodies) and the
+fixer. This is not a shell parser: it splits logical lines (backslash continuations joined,
+heredoc bodies skipped) into simple commands at `&&`, `||`, `;`, `&` and `|`, which is enough to
+recognise `apt-get install ...`, `pip install ...`, `wget ... | sh` and `rm -rf ...`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+PRAGMA = re.compile(r"^\s*#\s*gen-recipe:\s*ignore=([A-Za-z0-9_,\s]+?)\s*$")
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+_ARITH = re.compile(r"\$\(\([^()]*\)\)")
+_SUBST = re.compile(r"\$\([^()]*\)|`[^`]*`")
+_FD = re.compile(r"(?<=\s)\d+(?=[<>])")
+_OPS = {"&&", "||", ";", "&", "|", "|&", ";;", "(", ")", "\n"}
+_KEYWORDS = {"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time", "exec", "sudo", "env", "nohup"}
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+SHELLS = {"sh", "bash", "dash", "ash", "ksh", "zsh", "busybox"}
+ARCHIVE = re.compile(r"\.(tar(\.(gz|bz2|xz|zst|lz4))?|tgz|tbz2?|txz|zip|7z|whl|deb|rpm|run|gz|bz2|xz|zst|iso)$")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One simple command: its words (leading VAR=value assignments split off), where it is, and
+    how it connects to the next command."""
+
+    words: tuple[str, ...]
+    assigns: tuple[str, ...]
+    line: int                 # first line of its logical line
+    end: int                  # last line of its logical line
+    pipeline: int             # index of the pipeline it belongs to, in script order
+    stage: int                # position in that pipeline (0 = first)
+    op: str                   # operator after it: &&, ||, ;, &, | or "" (end of line)
+    ignore: frozenset[str]    # rule ids silenced by a `# gen-recipe: ignore=` pragma
+
+    @property
+    def program(self) -> str:
+        return posixpath.basename(self.words[0]) if self.words else ""
+
+
+@dataclass(frozen=True)
+class Span:
+    """A logical line (with its continuation lines) and the ids a pragma silences on it."""
+
+    line: int
+    end: int
+    ignore: frozenset[str]
+
+
+def pragma_ids(text: str) -> frozenset[str]:
+    m = PRAGMA.match(text)
+    return frozenset(i.strip().upper() for i in m.group(1).split(",") if i.strip()) if m else frozenset()
+
+
+def continued(text: str, escape: str = "\\") -> bool:
+    stripped = text.rstrip()
+    return (len(stripped) - len(stripped.rstrip(escape))) % 2 == 1
+
+
+def logical_lines(lines: Sequence[tuple[int, str]], skip_comments_in_continuation: bool = False,
+                  escape: str = "\\") -> list[tuple[int, int, str, frozenset[str]]]:
+    """(first line, last line, joined text, pragma ids) per logical line; comments and heredoc
+    bodies are dropped, a pragma comment applies to the next logical line."""
+    out, pending, i = [], frozenset(), 0
+    while i < len(lines):
+        number, text = lines[i]
+        if not text.strip():
+            i += 1
+            continue
+        if text.lstrip().startswith("#"):
+            pending |= pragma_ids(text)
+            i += 1
+            continue
+        start, parts = number, [text]
+        while continued(parts[-1], escape) and i + 1 < len(lines):
+            i += 1
+            nxt = lines[i][1]
+            if skip_comments_in_continuation and (nxt.lstrip().startswith("#") or not nxt.strip()):
+                continue
+            parts[-1] = parts[-1].rstrip()[:-1]
+            parts.append(nxt)
+        end = lines[i][0]
+        joined = " ".join(p.strip() for p in parts)
+        out.append((start, end, joined, pending))
+        pending = frozenset()
+        i += 1
+        for m in _HEREDOC.finditer(joined):          # skip the heredoc body up to its delimiter
+            while i < len(lines) and lines[i][1].strip() != m.group(2):
+                i += 1
+            i += 1
+    return out
+
+
+def _tokens(text: str) -> list[str]:
+    text = _ARITH.sub("__SUB__", text)
+    previous = None
+    while previous != text:
+        previous, text = text, _SUBST.sub("__SUB__", text)
+    text = _FD.sub("", text)
+    try:
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
+        lexer.whitespace_split = True
+        return list(lexer)
+    except ValueError:                              # unbalanced quotes: good enough
+        return text.split()
+
+
+def _simple(words: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Split leading VAR=value assignments and wrapper words (if, sudo, env, exec, ...) off."""
+    assigns: list[str] = []
+    while words and (_ASSIGN.match(words[0]) or words[0] in _KEYWORDS):
+        word = words.pop(0)
+        if _ASSIGN.match(word):
+            assigns.append(word)
+    return tuple(words), tuple(assigns)
+
+
+def split_script(lines: Sequence[tuple[int, str]], docker: bool = False) -> tuple[list[Command], list[Span]]:
+    """The simple commands of a script given as (line number, text) pairs (docker: the body of a
+    RUN, where comment lines inside continuations are dropped)."""
+    commands, spans, pipeline = [], [], 0
+    for start, end, text, ignore in logical_lines(lines, skip_comments_in_continuation=docker):
+        spans.append(Span(start, end, ignore))
+        words: list[str] = []
+        stage, toks, j = 0, _tokens(text) + ["\n"], 0
+        while j < len(toks):
+            tok = toks[j]
+            if tok in _OPS:
+                if words:
+                    simple, assigns = _simple(words)
+                    if simple:
+                        op = tok if tok in ("&&", "||", ";", "&", "|", "|&") else ""
+                        commands.append(Command(simple, assigns, start, end, pipeline, stage, op, ignore))
+                    words = []
+                if tok in ("|", "|&"):
+                    stage += 1
+                elif tok not in ("(", "{"):
+                    pipeline, stage = pipeline + 1, 0
+            elif set(tok) <= set("<>&|") and ("<" in tok or ">" in tok):
+                j += 1                              # a redirection and its target
+            elif tok != "}":
+                words.append(tok)
+            j += 1
+    return commands, spans
+
+
+def pipelines(commands: Iterable[Command]) -> dict[int, list[Command]]:
+    out: dict[int, list[Command]] = {}
+    for c in commands:
+        out.setdefault(c.pipeline, []).append(c)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Package managers: one table row each
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Manager:
+    name: str                       # as in messages
+    programs: tuple[str, ...]
+    installs: tuple[str, ...]       # subcommands that install packages
+    yes: tuple[str, ...]            # flags that answer yes (anywhere in the command)
+    yes_letters: str                # short-option letters that answer yes (clusters like -qy)
+    pinned: str                     # regex a pinned package matches
+    clean: str                      # regex on a later command that cleans the cache
+    value_options: tuple[str, ...]  # options that take the next word as their value
+    pin_rule: str
+    yes_rule: str
+    clean_rule: str
+    yes_flag: str                   # what the fixer adds
+    clean_command: str              # what the fixer adds
+
+
+APT = Manager("apt-get", ("apt-get", "apt"), ("install",), ("--yes", "--assume-yes"),
+              "y", r"=|\.deb$|/", r"^rm .*/var/lib/apt/lists",
+              ("-o", "-t", "-c", "--option", "--target-release", "--config-file", "--default-release"),
+              "DL3008", "DL3014", "DL3009", "-y", "rm -rf /var/lib/apt/lists/*")
+YUM = Manager("yum", ("yum",), ("install", "groupinstall", "localinstall", "reinstall"), ("--assumeyes",), "y",
+              r"-\d|\.rpm$|/", r"^(yum clean all|rm .*/var/cache/yum)",
+              ("-c", "--config", "--enablerepo", "--disablerepo", "--installroot", "--releasever", "-x", "--exclude",
+               "--setopt"), "DL3033", "DL3030", "DL3032", "-y", "yum clean all")
+DNF = Manager("dnf", ("dnf", "microdnf"), ("install", "reinstall"), ("--assumeyes",), "y",
+              r"-\d|\.rpm$|/", r"^((dnf|microdnf) clean all|rm .*/var/cache/(dnf|yum))",
+              ("-c", "--config", "--enablerepo", "--disablerepo", "--installroot", "--releasever", "-x", "--exclude",
+               "--setopt"), "DL3041", "DL3038", "DL3040", "-y", "dnf clean all")
+ZYPPER = Manager("zypper", ("zypper",), ("install", "in"), ("--non-interactive", "--no-confirm"), "ny",
+                 r"[=<>]|\.rpm$|/", r"^(zypper (clean|cc)|rm .*/var/cache/zypp)",
+                 ("-r", "--repo", "--from", "-t", "--type", "--root", "-R"), "DL3037", "DL3034", "DL3036",
+                 "-y", "zypper clean")
+MANAGERS = (APT, YUM, DNF, ZYPPER)
+PIP_VALUE_OPTIONS = ("-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url", "-f",
+                     "--find-links", "-t", "--target", "--prefix", "--root", "--no-binary", "--only-binary",
+                     "--platform", "--python-version", "--implementation", "--abi", "-e", "--editable",
+                     "--trusted-host", "--cert", "--client-cert", "--progress-bar", "--upgrade-strategy", "--src",
+                     "-C", "--config-settings", "--global-option", "--log", "--proxy", "--retries", "--timeout",
+                     "--exists-action", "--cache-dir", "--report", "--use-feature", "--use-deprecated", "--python",
+                     "--root-user-action", "--keyring-provider")
+
+
+@dataclass(frozen=True)
+class Install:
+    """A package installation found in a command."""
+
+    manager: Manager | None         # None: pip
+    options: tuple[str, ...]
+    packages: tuple[str, ...]
+    command: Command
+
+
+def _split_args(words: Sequence[str], value_options: Sequence[str]) -> tuple[list[str], list[str]]:
+    options, operands, skip = [], [], False
+    for w in words:
+        if skip:
+            options.append(w)
+            skip = False
+        elif w.startswith("-") and w != "-":
+            options.append(w)
+            skip = w in value_options
+        else:
+            operands.append(w)
+    return options, operands
+
+
+def _manager(program: str) -> Manager | None:
+    return next((m for m in MANAGERS if program in m.programs), None)
+
+
+def _pip_args(c: Command) -> list[str] | None:
+    """The words after `pip` (pip, pip3, pip3.11, python -m pip), or None."""
+    p = c.program
+    if re.fullmatch(r"pip[0-9.]*", p):
+        return list(c.words[1:])
+    if re.fullmatch(r"python[0-9.]*", p) and len(c.words) > 2 and c.words[1] == "-m" and c.words[2] == "pip":
+        return list(c.words[3:])
+    return None
+
+
+def install(c: Command) -> Install | None:
+    """The package installation `c` performs, if any."""
+    m = _manager(c.program)
+    if m is not None:
+        options, operands = _split_args(c.words[1:], m.value_options)
+        if not operands or operands[0] not in m.installs:
+            return None
+        return Install(m, tuple(options), tuple(operands[1:]), c)
+    args = _pip_args(c)
+    if args is None:
+        return None
+    options, operands = _split_args(args, PIP_VALUE_OPTIONS)
+    if not operands or operands[0] != "install":
+        return None
+    return Install(None, tuple(options), tuple(operands[1:]), c)
+
+
+def says_yes(i: Install) -> bool:
+    """-y, --yes, a cluster like -qy, or apt's -o APT::Get::Assume-Yes=true."""
+    m = i.manager
+    return any(o in m.yes or (re.fullmatch(r"-[A-Za-z]+", o) and set(o[1:]) & set(m.yes_letters))
+               or re.search(r"assume-yes=(true|1)$", o, re.I) for o in i.options)
+
+
+def no_recommends(i: Install) -> bool:
+    return "--no-install-recommends" in i.options or any(
+        re.search(r"APT::Install-Recommends=(false|0)", o, re.I) for o in i.options)
+
+
+def unpinned(i: Install) -> list[str]:
+    if i.manager is None:
+        return [p for p in i.packages if not re.search(r"==|>=|<=|~=|!=|<|>|@|/|\.whl$|\.tar\.gz$|\.zip$|^\.$", p)
+                and not p.startswith("$") and p != "__SUB__"]
+    return [p for p in i.packages if not re.search(i.manager.pinned, p) and not p.startswith("$") and p != "__SUB__"]
+
+
+def pip_no_cache(i: Install, exported: bool = False) -> bool:
+    return exported or "--no-cache-dir" in i.options or any(
+        a.startswith("PIP_NO_CACHE_DIR=") for a in i.command.assigns) or "--no-cache-dir" in i.command.words
+
+
+def is_clean(c: Command, m: Manager) -> bool:
+    return bool(re.search(m.clean, " ".join(c.words)))
+
+
+def is_pipe_to_shell(chain: Sequence[Command]) -> Command | None:
+    """The downloading command of `curl|wget ... | sh`, if the pipeline is one."""
+    for k, c in enumerate(chain):
+        if c.program in ("curl", "wget") and any(d.program in SHELLS for d in chain[k + 1:]):
+            return c
+    return None
+
+
+def _option_value(words: Sequence[str], short: str, long: str) -> str | None:
+    """The value of option `short` (also clustered: -qO-, -fsSLo FILE) or `long` (--x V, --x=V)."""
+    for k, w in enumerate(words):
+        following = words[k + 1] if k + 1 < len(words) else None
+        if long and w == long:
+            return following
+        if long and w.startswith(long + "="):
+            return w.split("=", 1)[1]
+        m = re.fullmatch(rf"-[A-Za-z]*{short[1]}(.*)", w) if short and not w.startswith("--") else None
+        if m:
+            return m.group(1) or following
+    return None
+
+
+def download(c: Command) -> str | None:
+    """The archive file `wget`/`curl` writes, or None (no file, or not an archive)."""
+    urls = [w for w in c.words[1:] if "://" in w]
+    if not urls:
+        return None
+    name = posixpath.basename(urls[-1].split("?")[0].rstrip("/"))
+    if c.program == "wget":
+        out = _option_value(c.words, "-O", "--output-document")
+        if out is None:
+            directory = _option_value(c.words, "-P", "--directory-prefix")
+            out = posixpath.join(directory, name) if directory else name
+    elif c.program == "curl":
+        out = _option_value(c.words, "-o", "--output")
+        if out is None and any(w in ("-O", "--remote-name") or re.fullmatch(r"-[A-Za-z]*O[A-Za-z]*", w)
+                               for w in c.words):
+            directory = _option_value(c.words, "", "--output-dir")
+            out = posixpath.join(directory, name) if directory else name
+    else:
+        return None
+    if not out or out == "-" or not ARCHIVE.search(out):
+        return None
+    return out
+
+
+def removes(c: Command, path: str) -> bool:
+    """Whether `rm` command `c` deletes `path` (exactly, by a glob, or with a parent directory)."""
+    if c.program != "rm":
+        return False
+    base = posixpath.basename(path)
+    for target in (w for w in c.words[1:] if not w.startswith("-")):
+        target = target.rstrip("/") or "/"
+        if target == path or fnmatch.fnmatchcase(path, target) or path.startswith(target + "/"):
+            return True
+        if "/" not in path or "/" not in target:
+            if posixpath.basename(target) == base or fnmatch.fnmatchcase(base, posixpath.basename(target)):
+                return True
+    return False

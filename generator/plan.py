@@ -1,0 +1,168 @@
+"""Site facts → what goes into the images, each choice with the facts that decided it.
+
+`plan(site)` is the single place where site facts become build decisions: which MPI the
+container carries and of which version, which libfabric providers, UCX or PSM2, the
+NCCL/RCCL network plugin, and where torch comes from. Recipes build from the `Plan`;
+`gen-recipe --explain` prints its `decisions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import RecipeError
+from .site import Site, Version
+
+# Cray MPICH series → the MPICH release an image should build so that its libmpi.so.12
+# is ABI-compatible (OLCF: cpe images 23.12-25.03 carry MPICH 3.4.3 for cray-mpich 8.1.x; the
+# gpu_aware_mpi_example builds MPICH 4.1.2 for cray-mpich 9.0.x).
+CRAY_MPICH_TO_MPICH = {"8.1": "3.4.3", "9.0": "4.1.2", "9.1": "4.1.2"}
+CONTAINER_FLAVOUR = {"cray-mpich": "mpich", "mpich": "mpich", "intel-mpi": "intel-mpi", "openmpi": "openmpi",
+                     "none": "none"}
+# Fabric provider → libfabric providers to build (libfabric's own tcp/shm/udp come with any build).
+LIBFABRIC_PROVIDERS = {"cxi": ("cxi",), "psm2": ("psm2", "opx"), "opx": ("opx", "psm2"), "verbs": ("verbs",),
+                       "ucx": (), "tcp": ()}
+NET_PLUGIN = {"rocm": "aws-ofi-rccl", "cuda": "aws-ofi-nccl"}
+
+
+@dataclass(frozen=True)
+class Decision:
+    what: str
+    value: str
+    because: str
+    facts: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerMpi:
+    flavour: str          # mpich | intel-mpi | openmpi | none
+    version: Version | None
+    source: str           # source | distro | vendor
+    libfabric_based: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    mpi: ContainerMpi
+    libfabric: Version | None
+    providers: tuple[str, ...]
+    libcxi: str
+    psm2: bool
+    ucx: Version | None
+    verbs: bool
+    net_plugin: str
+    net_plugin_version: Version | None
+    torch_index: str
+    torch_wheel: str
+    decisions: tuple[Decision, ...]
+
+
+def _need(value, key: str, why: str):
+    if value in (None, ""):
+        raise RecipeError(f"software.{key} is not set but {why} (add {key} = \"...\" under [software])")
+    return value
+
+
+def _container_mpi(site: Site, say) -> ContainerMpi:
+    host, sw = site.mpi, site.software
+    flavour = CONTAINER_FLAVOUR[host.flavour]
+    if flavour == "none":
+        say("container MPI", "none", "the site has no host MPI", ("mpi.flavour",))
+        return ContainerMpi(flavour="none", version=None, source="distro", libfabric_based=False)
+    if host.flavour == "cray-mpich":
+        if sw.mpi_version:
+            version = sw.mpi_version
+            why = f"set by software.mpi_version; cray-mpich {host.version} has the MPICH ABI (libmpi.so.12)"
+            facts = ("mpi.flavour", "mpi.version", "software.mpi_version")
+        else:
+            series = host.version.series(2)
+            if series not in CRAY_MPICH_TO_MPICH:
+                raise RecipeError(f"{site.path}: no MPICH release known to match cray-mpich {host.version} "
+                                  "(set software.mpi_version to an ABI-compatible MPICH)")
+            version = Version(CRAY_MPICH_TO_MPICH[series])
+            why = (f"cray-mpich {series}.x has the MPICH ABI (libmpi.so.12); images for it build MPICH {version} "
+                   f"with ch4:ofi and swap in the host library at run time")
+            facts = ("mpi.flavour", "mpi.version")
+        say("container MPI", f"MPICH {version} (ch4:ofi, dynamically linked)", why, facts)
+        return ContainerMpi(flavour="mpich", version=version, source="source", libfabric_based=True)
+    version = sw.mpi_version or host.version
+    if sw.mpi_version and sw.mpi_version != host.version:
+        raise RecipeError(f"{site.path}: software.mpi_version {sw.mpi_version} differs from the host's "
+                          f"{host.flavour} {host.version}: a {host.flavour} container must carry the host's "
+                          "exact version (remove software.mpi_version)")
+    source = {"intel-mpi": "vendor"}.get(flavour, sw.mpi_source)
+    label = {"mpich": "MPICH", "intel-mpi": "Intel MPI", "openmpi": "Open MPI"}[flavour]
+    say("container MPI", f"{label} {version} ({'distro packages' if source == 'distro' else source})",
+        f"the host runs {host.flavour} {host.version} and hybrid/bind runs need the same version in the image",
+        ("mpi.flavour", "mpi.version", "software.mpi_source"))
+    return ContainerMpi(flavour=flavour, version=version, source=source, libfabric_based=flavour != "openmpi")
+
+
+def plan(site: Site) -> Plan:
+    """Decide what the images for `site` carry."""
+    decisions: list[Decision] = []
+
+    def say(what, value, because, facts):
+        decisions.append(Decision(what, value, because, tuple(facts)))
+
+    base = site.base
+    say("base images", f"{base.devel} (build) / {base.runtime} (runtime)",
+        f"the site's GPU stack is {site.gpu.stack}" + (f" {site.gpu.version}" if site.gpu.version else ""),
+        ("gpu.stack", "gpu.version", f"images.{site.gpu.stack}"))
+
+    mpi = _container_mpi(site, say)
+    sw, provider = site.software, site.fabric.provider
+
+    providers = LIBFABRIC_PROVIDERS[provider]
+    needs_libfabric = mpi.source != "distro" and (
+        (mpi.flavour == "mpich") or (bool(providers) and mpi.flavour in ("intel-mpi", "openmpi")))
+    libfabric = None
+    if needs_libfabric:
+        libfabric = _need(sw.libfabric, "libfabric", f"{mpi.flavour} on {site.fabric.kind} uses libfabric")
+        shown = ", ".join(providers) if providers else "tcp, shm (built in)"
+        say("libfabric", f"{libfabric} with providers {shown}",
+            f"the fabric is {site.fabric.kind} with the {provider} provider", ("fabric.kind", "fabric.provider",
+                                                                                "software.libfabric"))
+    else:
+        providers = ()
+    libcxi = ""
+    if "cxi" in providers:
+        libcxi = _need(sw.libcxi, "libcxi", "the cxi provider needs HPE's libcxi")
+        say("libcxi", libcxi, "libfabric's cxi provider (Slingshot) builds against HPE's open-source libcxi",
+            ("fabric.provider", "software.libcxi"))
+    psm2 = "psm2" in providers
+    if psm2:
+        say("libpsm2", "from the distribution (libpsm2-2)", "Omni-Path: libfabric's psm2 provider needs libpsm2 "
+            "in the image (without it MPI silently falls back to TCP)", ("fabric.kind", "fabric.provider"))
+
+    ucx = None
+    verbs = site.fabric.kind == "infiniband" and mpi.source != "distro"
+    if mpi.flavour == "openmpi" and provider in ("ucx", "verbs") and mpi.source != "distro":
+        ucx = _need(sw.ucx, "ucx", "Open MPI on InfiniBand uses UCX")
+        say("UCX", f"{ucx} (with verbs)", "Open MPI on InfiniBand reaches the HCA through UCX (pml ucx)",
+            ("fabric.kind", "fabric.provider", "software.ucx"))
+
+    plugin, plugin_version = "", None
+    if site.gpu.stack != "none" and "cxi" in providers:
+        plugin = NET_PLUGIN[site.gpu.stack]
+        plugin_version = _need(sw.aws_ofi, "aws_ofi", f"{plugin} lets {'RCCL' if plugin.endswith('rccl') else 'NCCL'} "
+                               "use libfabric")
+        say("collective network plugin", f"{plugin} {plugin_version}",
+            f"{'RCCL' if site.gpu.stack == 'rocm' else 'NCCL'} reaches Slingshot only through libfabric",
+            ("gpu.stack", "fabric.provider", "software.aws_ofi"))
+
+    if sw.torch_wheel:
+        say("torch", f"{sw.torch} from the build context ({sw.torch_wheel})",
+            "the site builds offline from a local wheel", ("software.torch", "software.torch_wheel"))
+    else:
+        _need(sw.torch_index, "torch_index", "torch must come from a wheel index for the GPU stack")
+        say("torch", f"{sw.torch} from {sw.torch_index}", f"matches the {site.gpu.stack} stack",
+            ("gpu.stack", "software.torch", "software.torch_index"))
+
+    mode = site.container.mpi_mode
+    say("MPI mode", mode, "host MPI mounted into the container at run time" if mode == "bind"
+        else "the container's own MPI, matching the host's, launched by the host launcher",
+        ("container.mpi_mode",))
+    return Plan(mpi=mpi, libfabric=libfabric, providers=providers, libcxi=libcxi, psm2=psm2, ucx=ucx,
+                verbs=verbs, net_plugin=plugin, net_plugin_version=plugin_version, torch_index=sw.torch_index,
+                torch_wheel=sw.torch_wheel, decisions=tuple(decisions))

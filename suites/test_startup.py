@@ -1,0 +1,70 @@
+"""Start-up cost: a cold process to its first finished step, bare vs container, reported apart from
+steady-state throughput (a container adds its own start: namespaces, mounts, image unpacking)."""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import subprocess
+import time
+
+import pytest
+
+from generator import runtimes
+from generator.build import udocker_env
+from generator.stats import Pair, Process, Verdict, estimate, verdict
+from suites import harness
+from suites.conftest import need_runtime, run_options, runtimes_under_test
+from suites.options import SUITE
+
+ARGS = ("--threads", "1", "--batch-size", "8", "--limit-samples", "256", "--steps", "1", "--warmup", "0")
+RUNS = 4
+
+
+def pytest_generate_tests(metafunc):
+    if "runtime" in metafunc.fixturenames:
+        metafunc.parametrize("runtime", list(runtimes_under_test(metafunc.config.stash[SUITE])))
+
+
+def wall(argv, env) -> float:
+    t = time.perf_counter()
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{' '.join(argv[:6])} ...: exit {r.returncode}\n{r.stderr[-1000:]}"
+    return time.perf_counter() - t
+
+
+def test_startup(benchmark, suite, site, images, bare_python, verdicts, runtime):
+    need_runtime(suite, runtime)
+    image = images.for_runtime("pytorch", runtime)
+    cmd = runtimes.resolved(runtimes.command(site, image, ("python3", "-m", "workloads.mnist", *ARGS),
+                                             run_options(suite, runtime), runtime), os.environ)
+    cont = (cmd.standalone(), {**os.environ, **cmd.env, **(udocker_env() if runtime == "udocker" else {})})
+    for step in cmd.setup:
+        subprocess.run(step, env=cont[1], check=True, capture_output=True)
+    bare = ((bare_python("pytorch"), "-m", "workloads.mnist", *ARGS), harness.bare_env(site))
+    rng = random.Random(0)
+
+    def measure():
+        out = []
+        for _ in range(suite.rounds or RUNS):
+            order = [bare, cont]
+            rng.shuffle(order)
+            times = {id(side): wall(*side) for side in order}
+            out.append((times[id(bare)], times[id(cont)]))
+        return out
+
+    times = benchmark.pedantic(measure, rounds=1, iterations=1)
+    extra = statistics.median(c - b for b, c in times)
+    benchmark.extra_info.update(site=site.name, runtime=runtime, workload="mnist", metric="startup_s",
+                                bare=[b for b, _ in times], container=[c for _, c in times], median_extra_s=extra)
+    tol = (suite.site.tolerances.get("startup"))
+    message = (f"startup ({runtime}): container adds {extra:+.2f} s to a cold start "
+               f"(bare median {statistics.median(b for b, _ in times):.2f} s, {len(times)}+{len(times)} processes)")
+    if tol is None:
+        verdicts.append(Verdict("info", message, 0))
+        return
+    est = estimate([Pair(Process((1.0,), (b,)), Process((1.0,), (c,))) for b, c in times])
+    v = verdict(f"startup ({runtime})", est, tol)
+    verdicts.append(v)
+    assert v.outcome == "pass", v.message

@@ -1,0 +1,234 @@
+"""Build → push → verify → pull by digest → run, on this machine, through gen-recipe's own code:
+`build.build_image` / `gen-recipe build`, `runtimes.command`, `build.runtime_image`, `gen-recipe launch`.
+
+Slow the first time (the `local` pytorch image builds in about 3 minutes); the image is built
+once per session and reused by every test here and by the benchmarks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import http.server
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from generator import build, runtimes
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = REPO / "build"
+
+WORKLOADS = ("cnn", "gan3d", "resnet", "mnist", "llm", "mpi")
+SMOKE = ("python3", "-m", "workloads.mnist", "--steps", "2", "--batch-size", "8", "--warmup", "1")
+MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, "
+                  "application/vnd.oci.image.index.v1+json")
+
+
+def gen_recipe(*argv, env=None, timeout=900):
+    return subprocess.run([sys.executable, "-m", "generator.cli", *argv], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=timeout)
+
+
+def run(cmd: runtimes.Command, env, timeout=300):
+    """Run a runtimes.Command as a launch script would: host variables expanded, its env exported."""
+    cmd = runtimes.resolved(cmd, env)
+    for step in cmd.setup:
+        subprocess.run(step, env={**env, **cmd.env}, check=True, capture_output=True, timeout=timeout)
+    return subprocess.run(cmd.standalone(), env={**env, **cmd.env}, capture_output=True, text=True, timeout=timeout)
+
+
+def last_json(stdout: str) -> dict:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    assert lines, stdout
+    return json.loads(lines[-1])
+
+
+@pytest.fixture(scope="session")
+def pushed(local_build, local_site, registry):
+    """The image pushed to the test registry (verified by build_image), then pulled back by digest."""
+    result = build.build_image(local_site, "pytorch", push=f"{registry}/gen-recipe", cache_dir=CACHE)
+    by_digest = f"{result.ref.rsplit(':', 1)[0]}@{result.digest}"
+    subprocess.run(["podman", "pull", "--tls-verify=false", by_digest], check=True, capture_output=True, timeout=600)
+    return result, by_digest
+
+
+def test_push_is_verified_independently(pushed, local_build, registry):
+    result, by_digest = pushed
+    assert result.cached and result.ref.startswith(f"{registry}/gen-recipe/pytorch-local:0.1.0-")
+    assert result.ref.endswith(local_build.ref.rsplit(":", 1)[1])
+    repo, tag = result.ref.split("/", 1)[1].rsplit(":", 1)
+    req = urllib.request.Request(f"http://{registry}/v2/{repo}/manifests/{tag}", headers={"Accept": MANIFEST_TYPES})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert "sha256:" + hashlib.sha256(resp.read()).hexdigest() == result.digest
+    out = subprocess.run(["podman", "image", "inspect", "--format", "{{json .RepoDigests}}", by_digest],
+                         capture_output=True, text=True, check=True)
+    assert by_digest in json.loads(out.stdout)
+
+
+def test_podman_runs_the_pulled_image(pushed, local_site, run_env):
+    _, ref = pushed
+    listing = run(runtimes.command(local_site, ref, ("python3", "-m", "workloads"), runtime="podman"), run_env)
+    assert listing.returncode == 0, listing.stderr[-2000:]
+    assert [ln.split("\t")[0] for ln in listing.stdout.splitlines()] == list(WORKLOADS)
+    smoke = run(runtimes.command(local_site, ref, SMOKE, runtime="podman"), run_env)
+    assert smoke.returncode == 0, smoke.stderr[-2000:]
+    record = last_json(smoke.stdout)
+    assert (record["workload"], record["steps"], record["torch"]) == ("mnist", 2, "2.13.0+cpu")
+
+
+@pytest.fixture(scope="session")
+def ch_image(pushed, local_site):
+    return build.runtime_image(local_site, pushed[1], "charliecloud", cache_dir=CACHE / "images")
+
+
+def pushed_digest(path: str) -> str:
+    return path.rsplit("pytorch-local-", 1)[1]
+
+
+def ch_image_ref(path: str) -> str:
+    return f"any.registry/gen-recipe/pytorch-local@sha256:{pushed_digest(path)}"
+
+
+def test_charliecloud_runs_the_pulled_image(ch_image, local_site, run_env):
+    assert ch_image.endswith("/build/images/pytorch-local-" + pushed_digest(ch_image))
+    again = time.monotonic()
+    assert build.runtime_image(local_site, ch_image_ref(ch_image), "charliecloud", cache_dir=CACHE / "images") == ch_image
+    assert time.monotonic() - again < 5                     # reused, not unpacked again
+    listing = run(runtimes.command(local_site, ch_image, ("python3", "-m", "workloads")), run_env)
+    assert listing.returncode == 0, listing.stderr[-2000:]
+    assert "mnist" in listing.stdout
+    smoke = run(runtimes.command(local_site, ch_image, SMOKE), run_env)
+    assert smoke.returncode == 0, smoke.stderr[-2000:]
+    assert last_json(smoke.stdout)["python"].startswith("3.11")
+
+
+def test_launch_scripts_hybrid_mpi_and_bare_twin(ch_image, run_env, tmp_path):
+    """The local launch script (mpirun, 2 ranks, ch-run --join) and its bare twin both train DDP."""
+    records = {}
+    for bare in (False, True):
+        script = tmp_path / f"job{'-bare' if bare else ''}.sh"
+        extra = ["--bare"] if bare else ["--image", ch_image]
+        made = gen_recipe("launch", "--site", "local", "--workload", "mnist", "--tasks-per-node", "2", *extra,
+                          "--out", str(script), "--", *SMOKE[3:], env=run_env)
+        assert made.returncode == 0, made.stderr
+        proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=run_env, timeout=600,
+                              cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        records[bare] = last_json(proc.stdout)
+    for record in records.values():
+        assert (record["world_size"], record["mode"], record["launcher"]) == (2, "ddp", "openmpi")
+    assert records[False]["torch"] == records[True]["torch"] == "2.13.0+cpu"
+
+
+def test_podman_launch_script_two_ranks(pushed, run_env, tmp_path):
+    """mpirun starting one podman container per rank (host namespaces, /tmp, the host user)."""
+    script = tmp_path / "job-podman.sh"
+    made = gen_recipe("launch", "--site", "local", "--runtime", "podman", "--workload", "mpi", "--tasks-per-node", "2",
+                      "--image", pushed[1], "--out", str(script), "--", "--iters", "3", "--no-allreduce", env=run_env)
+    assert made.returncode == 0, made.stderr
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=run_env, timeout=300,
+                          start_new_session=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = last_json(proc.stdout)
+    assert (record["workload"], record["world_size"]) == ("mpi", 2)
+
+
+def test_udocker_runs_the_pulled_image(pushed, local_build, local_site, run_env):
+    import os
+    name = build.runtime_image(local_site, pushed[1], "udocker", cache_dir=CACHE / "images")
+    for ref in (pushed[1], pushed[0].ref, local_build.ref):      # the conversion's temporary tag went, the image's names stayed
+        assert subprocess.run(["podman", "image", "exists", ref], timeout=60).returncode == 0, ref
+    env = {**run_env, **build.udocker_env(CACHE / "images")}
+    opts = runtimes.Options(allow_root=os.geteuid() == 0)
+    smoke = run(runtimes.command(local_site, name, SMOKE, opts, runtime="udocker"), env)
+    assert smoke.returncode == 0, smoke.stderr[-2000:]
+    assert last_json(smoke.stdout)["workload"] == "mnist"
+
+
+def test_second_build_is_a_cached_no_op(local_build, local_site, run_env):
+    # the tree as it is now (a no-op unless someone edited the workloads since the session's build)
+    current = build.build_image(local_site, "pytorch", cache_dir=CACHE)
+    proc = gen_recipe("build", "--site", "local", "--recipe", "pytorch", env=run_env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"up to date: {current.ref} sha256:")
+    assert "exists: nothing to build" in proc.stderr   # no builder ran: nothing to time here
+
+
+class _RewritingProxy(http.server.BaseHTTPRequestHandler):
+    """A registry front that stores pushes unchanged but serves every manifest with one byte more:
+    the pushed digest can then not be read back."""
+
+    protocol_version = "HTTP/1.1"
+    upstream: tuple[str, int] = ("127.0.0.1", 0)
+
+    def log_message(self, *args):
+        pass
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = bytearray()
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return bytes(data)
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _forward(self):
+        body = self._body()
+        skip = ("transfer-encoding", "content-length", "connection")
+        conn = http.client.HTTPConnection(*self.upstream, timeout=300)
+        conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+        for k, v in self.headers.items():           # repeated headers (Accept) stay repeated
+            if k.lower() not in skip:
+                conn.putheader(k, v)
+        if self.command in ("PUT", "POST", "PATCH"):
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body or None)
+        resp = conn.getresponse()
+        data = resp.read()
+        if self.command == "GET" and "/manifests/" in self.path and resp.status == 200:
+            data += b"\n"
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in skip:
+                self.send_header(k, v)
+        length = resp.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data))
+        self.send_header("Content-Length", length)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        conn.close()
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
+
+
+def test_push_that_cannot_be_verified_fails_clearly(pushed, registry, run_env):
+    host, port = registry.split(":")
+    handler = type("Proxy", (_RewritingProxy,), {"upstream": (host, int(port))})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        bad = f"127.0.0.1:{server.server_address[1]}/gen-recipe"
+        proc = gen_recipe("build", "--site", "local", "--recipe", "pytorch", "--push", "--registry", bad,
+                          env=run_env, timeout=600)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"gen-recipe: pushed {bad}/pytorch-local:0.1.0-")
+    assert re.search(r" as sha256:[0-9a-f]{64}, but the registry serves manifest sha256:[0-9a-f]{64}: ", last), last
+    assert "Traceback" not in proc.stderr and proc.stdout == ""

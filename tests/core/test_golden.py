@@ -1,0 +1,36 @@
+"""Golden files: every site × recipe × format, byte for byte.
+
+Regenerate after an intended change with:  UPDATE_GOLDEN=1 ./scripts/test tests/core/test_golden.py
+and review the diff (git diff tests/golden) like any code change.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from generator import catalog, render, site
+
+from .helpers import all_sites
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+MATRIX = [(s, r, f) for s in all_sites() for r in catalog.names() for f in ("docker", "apptainer")]
+
+
+@pytest.mark.parametrize("site_name,recipe,fmt", MATRIX, ids=["-".join(m) for m in MATRIX])
+def test_golden(site_name, recipe, fmt):
+    s = site.load(site_name)
+    text = render.render(s, recipe, fmt)
+    path = GOLDEN / render.relpath(s, recipe, fmt)
+    if os.environ.get("UPDATE_GOLDEN"):
+        render.write_atomic(path, text)
+    assert path.is_file(), f"missing golden file {path} (UPDATE_GOLDEN=1 creates it)"
+    assert text == path.read_text(encoding="utf-8"), f"{path} differs (UPDATE_GOLDEN=1 to accept, then review)"
+
+
+def test_no_stray_golden_files():
+    expected = {GOLDEN / render.relpath(site.load(s), r, f) for s, r, f in MATRIX}
+    present = {p for p in GOLDEN.rglob("*") if p.is_file() and p.suffix in (".Dockerfile", ".def")}
+    assert present == expected

@@ -1,0 +1,176 @@
+"""`gen-recipe lint` as users run it: exit codes, output formats, --explain, bad input, --fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from generator import cli, render, site
+from generator.lint.rules import RULES
+
+from .helpers import FIXTURES
+
+SMELLY = FIXTURES / "smelly"
+
+
+def lint(capsys, *args):
+    rc = cli.main(["lint", *map(str, args)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture
+def clean_files(tmp_path):
+    s = site.load("local")
+    for fmt in ("docker", "apptainer"):
+        path = tmp_path / render.relpath(s, "osu", fmt)
+        render.write_atomic(path, render.render(s, "osu", fmt))
+    return tmp_path / "local"
+
+
+def test_clean_files_exit_0(capsys, clean_files):
+    rc, out, err = lint(capsys, *sorted(clean_files.iterdir()))
+    assert (rc, err) == (0, "")
+    assert out.strip() == "0 findings in 2 files"
+
+
+def test_findings_exit_1_one_line_each(capsys):
+    rc, out, _ = lint(capsys, SMELLY / "apt.def")
+    assert rc == 1
+    lines = out.strip().splitlines()
+    assert lines[-1] == "8 findings in 1 file"
+    assert lines[0].startswith(f"{SMELLY / 'apt.def'}:7: DL3008 warning: ")
+
+
+def test_json_schema(capsys):
+    rc, out, _ = lint(capsys, "--format", "json", SMELLY / "pipe.Dockerfile", SMELLY / "shells.def")
+    assert rc == 1
+    doc = json.loads(out)
+    assert set(doc) == {"version", "files", "findings", "fixed", "summary"}
+    assert doc["version"] == 1 and doc["fixed"] == []
+    assert doc["files"] == [{"file": str(SMELLY / "pipe.Dockerfile"), "kind": "docker"},
+                            {"file": str(SMELLY / "shells.def"), "kind": "definition"}]
+    for f in doc["findings"]:
+        assert set(f) == {"file", "line", "rule", "severity", "message"}
+        assert isinstance(f["line"], int) and f["line"] >= 1
+        assert f["severity"] in ("error", "warning", "info", "style")
+        assert "\n" not in f["message"]
+    summary = doc["summary"]
+    assert summary["findings"] == len(doc["findings"]) == sum(summary[s] for s in ("error", "warning", "info", "style"))
+    assert summary["files"] == 2
+
+
+def test_explain_every_rule_and_upstream_urls(capsys):
+    for rule_id in RULES:
+        rc, out, _ = lint(capsys, "--explain", rule_id.lower())
+        assert rc == 0 and out.startswith(f"{rule_id} ({RULES[rule_id].severity}): ")
+    assert "https://github.com/hadolint/hadolint/wiki/DL3008" in lint(capsys, "--explain", "DL3008")[1]
+    assert "https://www.shellcheck.net/wiki/SC2164" in lint(capsys, "--explain", "SC2164")[1]   # not in our table
+    rc, out, err = lint(capsys, "--explain", "AP999")
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "AP999" in err
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read"),
+    (b"\xff\xfe\x00binary", "not a text file"),
+    (b"# notes\nhello world\n", "not a recipe"),
+])
+def test_bad_input_exit_2_one_line(capsys, tmp_path, content, message):
+    path = tmp_path / "input.txt"
+    if content is not None:
+        path.write_bytes(content)
+    rc, out, err = lint(capsys, path)
+    assert rc == 2 and out == ""
+    assert err.startswith("gen-recipe: lint: ") and err.count("\n") == 1
+    assert str(path) in err and message in err
+
+
+@pytest.mark.parametrize("args", [[], ["--no-backup", "x.def"], ["--target", "docker", "x.def"],
+                                  ["--target", "apptainer:new", "x.def"], ["--format", "xml", "x.def"]])
+def test_bad_options_exit_2(capsys, args):
+    rc, out, err = lint(capsys, *args)
+    assert rc == 2 and err.startswith("gen-recipe: ") and err.count("\n") == 1
+
+
+def test_content_decides_when_the_name_does_not(capsys, tmp_path):
+    (tmp_path / "recipe.txt").write_text("# a comment\n\nBootstrap: docker\nFrom: debian:12\n"
+                                         "%post\n    apt-get install x\n")
+    (tmp_path / "build.txt").write_text("# syntax=docker/dockerfile:1\nFROM debian:12\nUSER 1000\n")
+    rc, out, _ = lint(capsys, "--format", "json", tmp_path / "recipe.txt", tmp_path / "build.txt")
+    assert [f["kind"] for f in json.loads(out)["files"]] == ["definition", "docker"]
+    assert rc == 1
+
+
+def test_directory_lints_recipe_files_only(capsys, tmp_path, clean_files):
+    shutil.copy(SMELLY / "apt.Dockerfile", clean_files / "Dockerfile")
+    (clean_files / "README.md").write_text("not a recipe\n")
+    (clean_files / "Dockerfile.orig").write_text("FROM x\n")          # --fix backups are not linted
+    (clean_files / ".hidden.def").write_text("Bootstrap: nonsense\n")
+    rc, out, _ = lint(capsys, "--format", "json", tmp_path)
+    files = [f["file"] for f in json.loads(out)["files"]]
+    assert sorted(os.path.basename(f) for f in files) == ["Dockerfile", "osu.Dockerfile", "osu.def"]
+    assert rc == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rc, out, err = lint(capsys, empty)
+    assert rc == 2 and str(empty) in err
+
+
+def test_target_decides_multi_stage(capsys):
+    path = SMELLY / "old-singularity.def"
+    assert lint(capsys, path)[0] == 0
+    assert lint(capsys, "--target", "singularity:3.2.0", path)[0] == 0
+    rc, out, _ = lint(capsys, "--target", "singularity:3.1.0", path)
+    assert rc == 1 and out.count("AP008") == 3          # two `Stage:` lines, one `%files from`
+
+
+def test_fix_keeps_a_backup_and_reports(capsys, tmp_path):
+    path = tmp_path / "apt.def"
+    original = (SMELLY / "apt.def").read_text()
+    path.write_text(original)
+    rc, out, _ = lint(capsys, "--fix", path)
+    assert rc == 1                                          # DL3008 (pins) is left: no safe fix
+    assert (tmp_path / "apt.def.orig").read_text() == original
+    fixed = path.read_text()
+    assert "apt-get install -y --no-install-recommends curl" in fixed and "rm -rf /var/lib/apt/lists/*" in fixed
+    lines = out.strip().splitlines()
+    assert any(": fixed DL3014: " in line for line in lines)
+    assert [line.split(": ")[1] for line in lines if "warning" in line] == ["DL3008 warning", "DL3008 warning"]
+    assert lines[-1] == "fixed 5, 2 findings left in 1 file"
+
+
+def test_fix_without_backup_and_clean_result(capsys, tmp_path):
+    path = tmp_path / "Dockerfile"
+    shutil.copy(SMELLY / "root.Dockerfile", path)
+    rc, out, _ = lint(capsys, "--fix", "--no-backup", "--format", "json", path)
+    doc = json.loads(out)
+    assert rc == 0 and doc["findings"] == [] and [f["rule"] for f in doc["fixed"]] == ["GR003"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile"]
+    assert path.read_text().endswith("USER 10001:10001\n")
+    rc, out, _ = lint(capsys, "--fix", path)                # nothing to do: no rewrite, no backup
+    assert rc == 0 and out.strip() == "fixed 0, 0 findings left in 1 file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile"]
+
+
+def test_fix_writes_atomically(capsys, tmp_path, monkeypatch):
+    path = tmp_path / "Dockerfile"
+    shutil.copy(SMELLY / "root.Dockerfile", path)
+    original = path.read_text()
+
+    def fail(src, dst):
+        raise PermissionError(13, "Permission denied", str(dst))
+
+    monkeypatch.setattr(os, "replace", fail)
+    rc, out, err = lint(capsys, "--fix", path)
+    assert rc == 2 and err.startswith("gen-recipe: lint: cannot write ") and "Permission denied" in err
+    assert path.read_text() == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile"]     # no temporary file left
+
+
+def test_docs_list_every_rule():
+    doc = (FIXTURES.parents[2] / "docs" / "lint.md").read_text(encoding="utf-8")
+    missing = [rule_id for rule_id in RULES if rule_id not in doc]
+    assert not missing, f"docs/lint.md does not mention {missing}"

@@ -1,0 +1,86 @@
+"""--fix on random mixes of smelly lines: it ends, never raises, and a second run changes nothing."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from generator.lint import DEFINITION, DOCKER
+from generator.lint import definition, dockerfile
+from generator.lint.fix import fix_text
+
+RUNS = [
+    "RUN apt-get update && apt-get install curl",
+    "RUN apt install -y wget && apt-get install -qq git",
+    "RUN pip install requests && pip3 --disable-pip-version-check install six==1.16.0",
+    "RUN cd /opt && make && \\\n    make install",
+    "RUN cd /opt && cd /tmp && ls",
+    "RUN wget -q -O /tmp/a.tar.gz https://x/a.tar.gz",
+    "RUN tar xzf /tmp/a.tar.gz -C /opt; ls",
+    "RUN rm -f /tmp/a.tar.gz",
+    "RUN curl -fsSL https://x/i.sh | sh",
+    "RUN echo a | tee /b",
+    "RUN yum install gcc && dnf install make",
+    "RUN zypper install vim",
+    "# hadolint ignore=DL3008\nRUN apt-get install -y --no-install-recommends jq",
+    "WORKDIR /src",
+    "ENV PIP_NO_CACHE_DIR=1",
+    "RUN --mount=type=cache,target=/root/.cache pip install x==1",
+    "COPY . /src",
+    "RUN <<EOF\napt-get install x\nEOF",
+    "USER 1000",
+    "CMD [\"sh\"]",
+]
+POSTS = [
+    "    apt-get update",
+    "    apt-get install curl wget",
+    "    apt install -y \\\n        git",
+    "    # gen-recipe: ignore=DL3014\n    apt-get install jq",
+    "    pip install --upgrade pip",
+    "    python3 -m pip install numpy==2.1.3",
+    "    wget -qO- https://x/a.tgz | tar xz",
+    "    curl -fsSL https://x/i.sh | bash",
+    "    yum install -y gcc",
+    "    cd /opt && make",
+    "    export PIP_NO_CACHE_DIR=1",
+    "    cat > /x <<EOF\n    apt-get install y\nEOF",
+]
+HEADERS = ["%post", "%post -c /bin/bash", "%environment", "%runscript", "%files", "%labels"]
+
+
+@st.composite
+def dockerfiles(draw):
+    stages = draw(st.lists(st.lists(st.sampled_from(RUNS), max_size=6), min_size=1, max_size=3))
+    base = draw(st.sampled_from(["debian:12", "alpine:3.20", "scratch", "build"]))
+    out = []
+    for k, body in enumerate(stages):
+        out.append(f"FROM {base if k else 'debian:12'} AS s{k}")
+        out += body
+    return "\n".join(out) + "\n"
+
+
+@st.composite
+def definitions(draw):
+    out = []
+    for k in range(draw(st.integers(1, 2))):
+        out += ["Bootstrap: docker", f"From: {draw(st.sampled_from(['debian:12', 'alpine:3.20']))}", f"Stage: s{k}"]
+        for _ in range(draw(st.integers(0, 4))):
+            out.append(draw(st.sampled_from(HEADERS)))
+            out += draw(st.lists(st.sampled_from(POSTS), max_size=4))
+    return "\n".join(out) + "\n"
+
+
+@settings(max_examples=60, deadline=None)
+@given(dockerfiles())
+def test_dockerfile_fix_is_idempotent(text):
+    fixed, _ = fix_text(text, DOCKER)
+    assert fix_text(fixed, DOCKER) == (fixed, [])
+    assert len(dockerfile.parse(fixed)) >= len([i for i in dockerfile.parse(text) if i.keyword != "RUN"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(definitions())
+def test_definition_fix_is_idempotent(text):
+    fixed, _ = fix_text(text, DEFINITION)
+    assert fix_text(fixed, DEFINITION) == (fixed, [])
+    assert len(definition.parse(fixed)) == len(definition.parse(text))

@@ -1,0 +1,165 @@
+"""The pieces: target and kind detection, the definition parser, the shell splitter, pragmas,
+ShellCheck's shell and line numbers, and single fixes."""
+
+from __future__ import annotations
+
+import pytest
+
+from generator.lint import DEFINITION, DOCKER, LintError, Target, lint_text
+from generator.lint import definition, shell
+from generator.lint.fix import fix_text
+from generator.lint.model import kind_by_content, kind_by_name
+
+
+def rules(findings) -> list[tuple[int, str]]:
+    return [(f.line, f.rule) for f in findings]
+
+
+def defn(body: str, header: str = "Bootstrap: docker\nFrom: debian:12\n") -> str:
+    return header + body
+
+
+@pytest.mark.parametrize("text, name, version, multistage, arguments", [
+    ("apptainer", "apptainer", None, True, True),
+    ("apptainer:1.1.9", "apptainer", (1, 1, 9), True, False),
+    ("Apptainer:v1.3.6", "apptainer", (1, 3, 6), True, True),
+    ("singularity:3.1.0", "singularity", (3, 1, 0), False, False),
+    ("singularity:3.2", "singularity", (3, 2), True, False),
+    ("singularity-ce:4.1.3", "singularity", (4, 1, 3), True, True),
+])
+def test_target(text, name, version, multistage, arguments):
+    t = Target.parse(text)
+    assert (t.name, t.version, t.multistage, t.arguments) == (name, version, multistage, arguments)
+
+
+@pytest.mark.parametrize("bad", ["docker", "apptainer:latest", ""])
+def test_bad_target(bad):
+    with pytest.raises(LintError):
+        Target.parse(bad)
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("Dockerfile", DOCKER), ("Containerfile", DOCKER), ("osu.Dockerfile", DOCKER), ("Dockerfile.dev", DOCKER),
+    ("x.def", DEFINITION), ("Singularity", DEFINITION), ("Singularity.gpu", DEFINITION), ("app.recipe", DEFINITION),
+    ("Dockerfile.orig", None), ("x.def.orig", None), ("README.md", None), ("recipe.txt", None),
+])
+def test_kind_by_name(name, kind):
+    assert kind_by_name(name) == kind
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("# c\n\nBootstrap: docker\n", DEFINITION), ("bootstrap:library\n", DEFINITION),
+    ("# syntax=docker/dockerfile:1\nRUN x\n", DOCKER), ("ARG BASE\nFROM $BASE\n", DOCKER), ("from x\n", DOCKER),
+    ("%post\n  true\n", None), ("hello\n", None), ("", None), ("# only a comment\n", None),
+])
+def test_kind_by_content(text, kind):
+    assert kind_by_content(text) == kind
+
+
+def test_parser_splits_like_apptainer():
+    text = ("# leading comment: no stage\nBootStrap: docker\nFrom: a\nStage: one\n%post -c /bin/bash\n    x\n"
+            "%appinstall tool\n    y\n%files from one\n    /a /b\n# belongs to the last section\n"
+            "Bootstrap: localimage\nFrom: one.sif\n%runscript\n    exec z\n")
+    first, second = definition.parse(text)
+    assert (first.line, first.name, [h.key for h in first.header]) == (2, "one", ["bootstrap", "from", "stage"])
+    assert [(s.name, s.app, s.args, s.line) for s in first.sections] == [
+        ("post", "", "-c /bin/bash", 5), ("appinstall", "tool", "", 7), ("files", "", "from one", 9)]
+    assert first.sections[2].body[-1] == (11, "# belongs to the last section")
+    assert (second.line, second.get("bootstrap").value, second.sections[0].name) == (12, "localimage", "runscript")
+
+
+def test_shell_split_commands_continuations_heredocs():
+    lines = list(enumerate([
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y \\", "    curl 2>/dev/null && rm -rf /x",
+        "cat > /f <<EOF", "apt-get install not-a-command", "EOF", "curl -fsSL https://x/i.sh | sudo bash",
+        "make -j$(nproc) install"], 1))
+    commands, _ = shell.split_script(lines)
+    assert [(c.line, c.end, c.words[0], c.op) for c in commands] == [
+        (1, 2, "apt-get", "&&"), (1, 2, "rm", ""), (3, 3, "cat", ""), (6, 6, "curl", "|"), (6, 6, "bash", ""),
+        (7, 7, "make", "")]
+    assert commands[0].assigns == ("DEBIAN_FRONTEND=noninteractive",)
+    assert shell.install(commands[0]).packages == ("curl",)
+
+
+def test_pragma_covers_the_next_command_only():
+    text = defn("%post\n    # why\n    # gen-recipe: ignore=DL3008,DL3015\n    apt-get install -y \\\n"
+                "        curl\n    apt-get install -y wget\n    rm -rf /var/lib/apt/lists/*\n")
+    assert rules(lint_text(text, kind=DEFINITION)) == [(8, "DL3008"), (8, "DL3015")]
+
+
+def test_shellcheck_pragma_and_line_numbers():
+    text = defn("%post\n    true\n    # gen-recipe: ignore=SC2046\n    touch $(nproc)\n    touch $(nproc)\n")
+    assert rules(lint_text(text, kind=DEFINITION)) == [(7, "SC2046")]
+
+
+@pytest.mark.parametrize("section, expected", [
+    ("%post\n    cd /opt\n    make\n", []),                                       # /bin/sh -e: cd cannot fail on
+    ("%post -c /bin/bash\n    cd /opt\n    make\n", [(3, "AP011"), (4, "SC2164")]),
+    ("%post -c /bin/bash\n    set -e\n    cd /opt\n    make\n", []),
+    ("%post\n    [[ -d /opt ]] && echo y\n", [(4, "SC3010")]),                      # sh has no [[
+    ("%post -c /bin/bash -e\n    [[ -d /opt ]] && echo y\n", []),
+    ("%runscript\n    #!/bin/bash\n    [[ -n $1 ]] && echo \"$1\"\n", []),
+    ("%runscript\n    [[ -n $1 ]] && echo \"$1\"\n", [(4, "SC3010")]),
+    ("%environment\n    FOO=bar\n    export PATH=/x:$PATH\n", [(5, "SC2086")]),  # sourced: FOO is used later
+])
+def test_scripts_run_with_apptainers_shell(section, expected):
+    assert rules(lint_text(defn(section), kind=DEFINITION)) == expected
+
+
+def test_sections_of_one_name_are_one_script():
+    text = defn("%post\n    apt-get update -y\n    apt-get install -y --no-install-recommends curl=1\n"
+                "%environment\n    export A=1\n%post\n    rm -rf /var/lib/apt/lists/*\n")
+    assert lint_text(text, kind=DEFINITION) == []
+
+
+def test_dockerfile_pragmas_cover_our_rules_and_mixed_lists():
+    text = ("FROM debian:12\n# hadolint ignore=DL3008,DL3015,GR002\n"
+            "RUN apt-get update && apt-get install -y curl && rm -rf /var/lib/apt/lists/* && \\\n"
+            "    wget -q https://x/y.tar.gz\n# gen-recipe: ignore=GR003\nUSER root\n")
+    assert rules(lint_text(text, kind=DOCKER)) == [(6, "DL3002"), (6, "DL3066")]
+
+
+def test_pipe_to_shell_and_downloads():
+    text = defn("%post -c /bin/bash\n    set -euo pipefail\n    wget -qO- https://x/i.sh | bash\n"
+                "    curl -fsSLo /tmp/a.tar.gz https://x/a.tar.gz\n    tar xzf /tmp/a.tar.gz\n"
+                "    wget -q -P /opt https://x/b.zip\n    rm -rf /tmp/*\n")
+    assert rules(lint_text(text, kind=DEFINITION)) == [(5, "GR001"), (8, "AP016")]
+
+
+def test_fix_cd_to_workdir_restores_the_previous_one():
+    text = ("FROM debian:12\nRUN cd /opt && make\nWORKDIR /src\n# hadolint ignore=DL3008\nRUN cd /x && \\\n    ls\n"
+            "USER 1\n")
+    fixed, done = fix_text(text, DOCKER)
+    assert fixed == ("FROM debian:12\nWORKDIR /opt\nRUN make\nWORKDIR /src\nWORKDIR /x\n"
+                     "# hadolint ignore=DL3008\nRUN \\\n    ls\nWORKDIR /src\nUSER 1\n")
+    assert [(f.line, f.rule) for f in done] == [(2, "DL3003"), (5, "DL3003")]
+
+
+@pytest.mark.parametrize("text", [
+    "FROM debian:12\nRUN cd $HOME && make\nUSER 1\n",              # not a literal path
+    "FROM debian:12\nRUN mkdir /x && cd /x && make\nUSER 1\n",       # cd is not first
+    "FROM debian:12\nRUN cd /x && make && cd /y && make\nUSER 1\n",  # two cds
+    "FROM alpine:3\nRUN echo a | tee /b\nUSER 1\n",                  # no bash for SHELL pipefail
+    "FROM scratch\nCOPY x /x\n",                                     # no useradd
+])
+def test_fix_leaves_unsafe_sites_alone(text):
+    assert fix_text(text, DOCKER) == (text, [])
+
+
+def test_fix_merge_wraps_bodies_that_change_directory():
+    text = ("FROM debian:12\nRUN wget -q -O /tmp/s.tgz https://x/s.tgz\nRUN cd /tmp && tar xzf s.tgz; ls\n"
+            "RUN rm /tmp/s.tgz\nUSER 1\n")
+    fixed, done = fix_text(text, DOCKER)
+    assert fixed == ("FROM debian:12\nRUN wget -q -O /tmp/s.tgz https://x/s.tgz && \\\n"
+                     "    (cd /tmp && tar xzf s.tgz; ls) && \\\n    rm /tmp/s.tgz\nUSER 1\n")
+    assert [f.rule for f in done] == ["GR002"]
+
+
+def test_fix_definition_pipefail_keeps_errexit():
+    text = defn("%post\n    # shellcheck source=/dev/null\n    . /x.sh\n"
+                "%post\n    wget -qO- https://x/a.tgz | tar xz\n")
+    fixed, done = fix_text(text, DEFINITION)
+    assert fixed == defn("%post -c /bin/bash\n    set -eo pipefail\n    # shellcheck source=/dev/null\n    . /x.sh\n"
+                         "%post\n    wget -qO- https://x/a.tgz | tar xz\n")
+    assert [(f.line, f.rule) for f in done] == [(7, "DL4006")]
+    assert lint_text(fixed, kind=DEFINITION) == []

@@ -1,0 +1,78 @@
+"""The suite's machinery on its own: the fork server protocol, the throttle, the transport check."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from generator import site
+from suites import harness
+from suites.test_mpi import transport_problem
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+MNIST = ("--threads", "1", "--batch-size", "8", "--limit-samples", "256", "--warmup", "1")
+
+
+@pytest.fixture(scope="module")
+def local():
+    return site.load("local")
+
+
+def test_forkserver_protocol_and_fresh_processes(local):
+    with harness.Server(harness.bare_side(local, sys.executable)) as s:
+        a = s.request(f"spawn a mnist {' '.join(MNIST)}")
+        b = s.request(f"spawn b mnist {' '.join(MNIST)}")
+        assert a["event"] == b["event"] == "ready" and a["pid"] != b["pid"], "each child is a new process"
+        chunk = s.request("send a run 2")
+        assert chunk["event"] == "chunk" and chunk["steps"] == 2 and chunk["samples"] == 16 and chunk["seconds"] > 0
+        done = s.request("close a")
+        assert done["event"] == "done" and done["exit_code"] == 0 and done["steps"] == 2
+        with pytest.raises(harness.HarnessError, match="no child a"):
+            s.request("send a run 1")
+        with pytest.raises(harness.HarnessError, match="unknown workload"):
+            s.request("spawn c nosuch")
+
+
+def test_resnet_without_torchvision_is_cannot_run(local):
+    try:
+        import torchvision  # noqa: F401
+        pytest.skip("torchvision is importable here")
+    except ImportError:
+        pass
+    with harness.Server(harness.bare_side(local, sys.executable)) as s:
+        with pytest.raises(harness.CannotRunHere):
+            s.request("spawn r resnet --batch-size 1")
+
+
+def test_compare_pairs_fresh_processes_in_abba_chunks(local):
+    w = harness.Workload("mnist", MNIST, chunks=2, steps=1)
+    with harness.Server(harness.bare_side(local, sys.executable)) as a, \
+            harness.Server(harness.bare_side(local, sys.executable)) as b:
+        comp = harness.compare(a, b, w, 2)
+    assert len(comp.pairs) == 2
+    for p in comp.pairs:
+        assert len(p.bare.work) == len(p.container.work) == 2 and p.ratio > 0
+
+
+def test_throttle_slows_by_the_requested_fraction():
+    """A CPU-bound loop under --slowdown 0.5 gets about half the CPU time per wall second."""
+    code = "import time\nt=time.time()\nwhile time.time()-t<1.5: pass\nimport resource\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_utime)"
+    out = subprocess.run([*harness.throttle_argv(0.5), sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    cpu = float(out.stdout.strip())
+    assert 0.45 <= cpu / 1.5 <= 0.75, cpu
+
+
+def test_transport_problem():
+    shm = {"transport": "shm", "library_version": "Open MPI v4.1.4, package: Debian", "evidence": []}
+    tcp = {"transport": "tcp", "library_version": "Open MPI v4.1.4, package: Debian", "evidence": ["mca_btl_tcp"]}
+    other = {"transport": "shm", "library_version": "MPICH Version: 4.1.2", "evidence": []}
+    assert transport_problem(shm, dict(shm)) is None
+    assert "container MPI uses tcp, bare metal uses shm" in transport_problem(shm, tcp)
+    assert "container MPI library is" in transport_problem(shm, other)

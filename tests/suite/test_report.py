@@ -1,0 +1,65 @@
+"""gen-recipe report: pytest-benchmark JSON of a suite run → markdown table + PNG plots."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from generator import report
+from tests.core.helpers import run_cli
+
+
+def results() -> dict:
+    overhead = {"site": "local", "runtime": "charliecloud", "mode": "hybrid", "workload": "cnn", "metric": "throughput",
+                "ratio": 0.97, "ci_low": 0.94, "ci_high": 1.0, "pairs": 12, "verdict": "pass",
+                "tolerance": [1.0, -0.15, 0.5, "ratio"], "bare_speed": [10.0, 11.0, 9.0],
+                "container_speed": [9.8, 10.5, 8.9]}
+    mpi = {"site": "local", "runtime": "podman", "workload": "mpi",
+           "mpi_latency": {"ratio": 0.9, "ci_low": 0.8, "ci_high": 1.05, "pairs": 16, "verdict": "pass",
+                           "bare": [1.0, 1.1], "container": [1.1, 1.2]}}
+    return {"machine_info": {}, "benchmarks": [{"name": "test_overhead[cnn-charliecloud]", "extra_info": overhead},
+                                               {"name": "test_mpi_bare_vs_container[podman]", "extra_info": mpi},
+                                               {"name": "test_bench_full_matrix", "extra_info": {"files": 72}}]}
+
+
+def test_rows_from_overhead_and_mpi_entries():
+    rows = report.rows(results())
+    assert [(r.workload, r.runtime, r.metric) for r in rows] == [("cnn", "charliecloud", "throughput"),
+                                                               ("mpi", "podman", "mpi_latency")]
+    assert rows[0].bare == 10.0 and rows[0].container == 9.8
+
+
+def test_markdown_table():
+    md = report.markdown(report.rows(results()))
+    assert md.splitlines()[0].startswith("| site | workload | runtime | mode | metric | bare | container | ratio")
+    assert "| local | cnn | charliecloud | hybrid | throughput | 10 | 9.8 | 0.970 | 0.940–1.000 | 12 | pass |" in md
+
+
+def test_cli_writes_table_and_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    src = tmp_path / "results.json"
+    src.write_text(json.dumps(results()))
+    r = run_cli("report", str(src), "--out", str(tmp_path / "out"))
+    assert r.code == 0, r.err
+    assert (tmp_path / "out/report.md").read_text().startswith("# Container overhead")
+    for png in ("ratios.png", "series.png"):
+        assert (tmp_path / "out" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list((tmp_path / "out").glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("content,words", [
+    ("not json", "not JSON"),
+    ('{"a": 1}', "not pytest-benchmark JSON"),
+    ('{"benchmarks": []}', "no suite comparisons"),
+])
+def test_bad_input(tmp_path, content, words):
+    src = tmp_path / "r.json"
+    src.write_text(content)
+    r = run_cli("report", str(src), "--out", str(tmp_path / "out"))
+    assert r.code in (1, 2) and words in r.err and len(r.err.splitlines()) == 1
+
+
+def test_missing_file(tmp_path):
+    r = run_cli("report", str(tmp_path / "none.json"))
+    assert r.code == 2 and "cannot read" in r.err

@@ -1,0 +1,79 @@
+"""The overhead statistics: processes are replicates, the verdict follows the interval."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from generator.site import Tolerance
+from generator.stats import Estimate, Pair, Process, estimate, verdict
+
+TOL = Tolerance(reference=1.0, lower=-0.05, upper=0.10, unit="ratio")
+
+
+def simulate(n_pairs: int, slowdown: float, *, process_sd: float = 0.09, chunk_sd: float = 0.03, chunks: int = 6,
+             seed: int = 0) -> list[Pair]:
+    """Each process gets its own lasting speed (process_sd), each chunk a little jitter (chunk_sd)."""
+    rng = random.Random(seed)
+
+    def proc(speed: float) -> Process:
+        own = speed * rng.lognormvariate(0, process_sd)
+        return Process(work=(10.0,) * chunks, seconds=tuple(10 / (own * rng.lognormvariate(0, chunk_sd))
+                                                          for _ in range(chunks)))
+    return [Pair(proc(100.0), proc(100.0 * (1 - slowdown))) for _ in range(n_pairs)]
+
+
+def test_process_speed_is_work_over_time():
+    p = Process(work=(10, 30), seconds=(1, 1))
+    assert p.speed() == 20 and p.speed([1, 1]) == 30
+
+
+def test_estimate_recovers_the_slowdown_and_covers_it():
+    est = estimate(simulate(40, 0.07, seed=3))
+    assert est.low < 0.93 < est.high
+    assert est.low < est.ratio < est.high
+
+
+def test_interval_width_follows_process_noise_not_chunk_count():
+    """Steps of one process are not replicates: 10x the chunks barely narrows the interval."""
+    few = estimate(simulate(16, 0.0, chunks=4, seed=5))
+    many = estimate(simulate(16, 0.0, chunks=40, seed=5))
+    assert many.half_width > 0.7 * few.half_width
+    more_pairs = estimate(simulate(64, 0.0, chunks=4, seed=5))
+    assert more_pairs.half_width < 0.7 * few.half_width
+
+
+def test_aa_control_covers_one_about_95_percent():
+    covered = sum(estimate(simulate(12, 0.0, seed=s), resamples=400, seed=s).low <= 1.0
+                  <= estimate(simulate(12, 0.0, seed=s), resamples=400, seed=s).high for s in range(60))
+    assert covered >= 50, covered  # nominal 57 of 60; the bootstrap is a little conservative/liberal
+
+
+@pytest.mark.parametrize("ratio,low,high,outcome", [
+    (0.98, 0.96, 1.00, "pass"),
+    (0.92, 0.90, 0.94, "fail"),
+    (0.96, 0.94, 0.98, "inconclusive"),
+    (1.20, 1.15, 1.25, "fail"),        # much faster than bare: suspicious, outside the upper bound
+])
+def test_verdict_rule(ratio, low, high, outcome):
+    v = verdict("cnn", Estimate(ratio=ratio, low=low, high=high, pairs=12), TOL)
+    assert v.outcome == outcome
+    assert (v.more_pairs > 0) == (outcome == "inconclusive")
+
+
+def test_failure_message_speaks_the_users_language():
+    v = verdict("cnn", Estimate(ratio=0.928, low=0.916, high=0.941, pairs=12), TOL)
+    assert v.message == ("cnn: container 7.2% slower than bare metal (95% CI 5.9–8.4%, allowed 5.0%, "
+                         "12+12 processes)")
+
+
+def test_inconclusive_says_how_many_more_pairs():
+    v = verdict("gan3d", Estimate(ratio=0.97, low=0.94, high=1.00, pairs=8), TOL)
+    assert v.outcome == "inconclusive" and "more pairs would decide" in v.message
+    assert 1 <= v.more_pairs <= 40
+
+
+def test_needs_two_pairs():
+    with pytest.raises(ValueError):
+        estimate(simulate(1, 0.0))
