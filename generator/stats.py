@@ -7,6 +7,12 @@ in short chunks. Each process's speed is its work over its time; a pair's ratio 
 bare speed; the estimate is the geometric mean of the pair ratios, and its 95% interval comes from a
 hierarchical bootstrap: resample pairs, then within each resampled process resample its chunks.
 
+With a dozen pairs a plain percentile interval is too narrow (it uses the normal quantile where the
+spread of a mean of n is Student's t with n-1 degrees of freedom, and the bootstrap variance is short
+by (n-1)/n); the interval is the *expanded percentile* one ("What Teachers Should Know About the
+Bootstrap", Hesterberg 2015): the bootstrap quantiles at Φ(-√(n/(n-1))·t(n-1, 0.975)) and its mirror,
+about 1.1% and 98.9% for 12 pairs.
+
 "Speed" is higher-is-better everywhere: throughput as is, times and latencies inverted, so one
 tolerance rule fits all metrics: ratio = container speed / bare speed, 1.0 = no overhead, 0.93 = the
 container is 7% slower.
@@ -18,11 +24,29 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from .site import Tolerance
 
-BOOTSTRAP = 2000
+BOOTSTRAP = 4000
 CONFIDENCE = 0.95
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile (upper tail, p > 0.5) by the Cornish-Fisher expansion of the normal one
+    (Abramowitz & Stegun 26.7.5); within 0.2% of exact for df >= 3."""
+    z = NormalDist().inv_cdf(p)
+    terms = ((z ** 3 + z) / 4,
+             (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
+             (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
+             (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160)
+    return z + sum(term / df ** (k + 1) for k, term in enumerate(terms))
+
+
+def expanded_alpha(n: int, confidence: float = CONFIDENCE) -> float:
+    """The lower tail probability at which the expanded percentile interval reads the bootstrap."""
+    t = t_quantile(1 - (1 - confidence) / 2, n - 1)
+    return NormalDist().cdf(-math.sqrt(n / (n - 1)) * t)
 
 
 @dataclass(frozen=True)
@@ -61,7 +85,7 @@ class Estimate:
 
 
 def estimate(pairs: Sequence[Pair], *, seed: int = 0, resamples: int = BOOTSTRAP) -> Estimate:
-    """Geometric-mean ratio and its hierarchical-bootstrap interval."""
+    """Geometric-mean ratio and its hierarchical-bootstrap interval (expanded percentile)."""
     if len(pairs) < 2:
         raise ValueError("need at least 2 pairs of processes for an interval")
     logs = [math.log(p.ratio) for p in pairs]
@@ -77,7 +101,7 @@ def estimate(pairs: Sequence[Pair], *, seed: int = 0, resamples: int = BOOTSTRAP
             total += math.log(p.container.speed(c) / p.bare.speed(b))
         stats.append(total / len(pairs))
     stats.sort()
-    alpha = (1 - CONFIDENCE) / 2
+    alpha = expanded_alpha(len(pairs))
     low = math.exp(stats[int(alpha * resamples)])
     high = math.exp(stats[min(resamples - 1, int((1 - alpha) * resamples))])
     return Estimate(ratio=point, low=low, high=high, pairs=len(pairs))

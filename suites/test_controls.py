@@ -31,11 +31,10 @@ def container(suite, site, images, cpu_pin, wrapper=()):
 
 
 def run(benchmark, a: harness.Side, b: harness.Side, site, pairs: int, seed: int = 0):
-    with harness.Server(a) as sa, harness.Server(b) as sb:
-        if benchmark is None:
-            return harness.compare(sa, sb, control_workload(site), pairs, seed=seed)
-        return benchmark.pedantic(harness.compare, args=(sa, sb, control_workload(site), pairs),
-                                  kwargs={"seed": seed}, rounds=1, iterations=1)
+    if benchmark is None:
+        return harness.compare(a, b, control_workload(site), pairs, seed=seed)
+    return benchmark.pedantic(harness.compare, args=(a, b, control_workload(site), pairs),
+                              kwargs={"seed": seed}, rounds=1, iterations=1)
 
 
 @pytest.mark.parametrize("kind", ["bare-bare", "container-container"])

@@ -47,9 +47,9 @@ def test_overhead(benchmark, suite, site, images, bare_python, cpu_pin, verdicts
     opts = run_options(suite, runtime, env=cpu_pin)
     pairs = suite.rounds or DEFAULT_PAIRS
     try:
-        with harness.Server(harness.bare_side(site, bare_python(RECIPE_OF[workload]), cpu_pin)) as bare, \
-                harness.Server(harness.container_side(site, runtime, image, opts)) as cont:
-            comp = benchmark.pedantic(harness.compare, args=(bare, cont, w, pairs), rounds=1, iterations=1)
+        bare = harness.bare_side(site, bare_python(RECIPE_OF[workload]), cpu_pin)
+        cont = harness.container_side(site, runtime, image, opts)
+        comp = benchmark.pedantic(harness.compare, args=(bare, cont, w, pairs), rounds=1, iterations=1)
     except harness.CannotRunHere as exc:
         pytest.skip(f"{workload} cannot run here: {str(exc).splitlines()[-1][:200]}")
     est = estimate(comp.pairs)

@@ -56,24 +56,22 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message.replace("\n", " "))
 
 
-def positive_int(text):
+def _int_at_least(text, least):
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be >= {least}, got {value}")
     return value
+
+
+def positive_int(text):
+    return _int_at_least(text, 1)
 
 
 def nonneg_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+    return _int_at_least(text, 0)
 
 
 def parser(name, description, *, steps=10, warmup=1, batch_size=None, batch_help=None,

@@ -50,14 +50,19 @@ def test_resnet_without_torchvision_is_cannot_run(local):
             s.request("spawn r resnet --batch-size 1")
 
 
-def test_compare_pairs_fresh_processes_in_abba_chunks(local):
+def test_compare_pairs_fresh_processes_in_abba_chunks(local, tmp_path):
+    """3 pairs with a fresh server pair every 2 pairs: 2 server starts per side, set-up run once."""
     w = harness.Workload("mnist", MNIST, chunks=2, steps=1)
-    with harness.Server(harness.bare_side(local, sys.executable)) as a, \
-            harness.Server(harness.bare_side(local, sys.executable)) as b:
-        comp = harness.compare(a, b, w, 2)
-    assert len(comp.pairs) == 2
+    starts = tmp_path / "starts"
+    side = harness.bare_side(local, sys.executable)
+    counted = harness.Side("bare", ("sh", "-c", f'echo >> {starts}; exec "$0" "$@"', *side.argv), side.env,
+                           setup=(("sh", "-c", f"echo setup >> {tmp_path / 'setup'}"),))
+    comp = harness.compare(counted, counted, w, 3, per_server=2)
+    assert len(comp.pairs) == 3
     for p in comp.pairs:
         assert len(p.bare.work) == len(p.container.work) == 2 and p.ratio > 0
+    assert len(starts.read_text().splitlines()) == 4
+    assert (tmp_path / "setup").read_text().splitlines() == ["setup", "setup"]    # once per side
 
 
 def test_throttle_slows_by_the_requested_fraction():
