@@ -1,4 +1,4 @@
-"""The recipes: importable modules in `recipes/` (installed as `generator.recipes`).
+"""The recipes: importable modules of the top-level `recipes` package (the `recipes/` folder).
 
 A recipe module has a docstring whose first line describes it and a pure function
 `build(site) -> list[hpccm.Stage]`. Recipes are imported, never exec'd.
@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from types import ModuleType
 
-from . import recipes as _recipes_pkg
+import recipes as _recipes_pkg
 from .errors import UsageError, did_you_mean
 
 

@@ -3,7 +3,7 @@
     gen-recipe [--site SITE] [--recipe NAME ...] [--format docker|apptainer|all] [--out DIR]
                [--list-sites] [--list-recipes] [--check] [--explain]
     gen-recipe new-site NAME [--out FILE] [--force]
-    gen-recipe SUBCOMMAND ...   (lint, build, launch, detect, report: see `gen-recipe SUBCOMMAND --help`)
+    gen-recipe SUBCOMMAND ...   (lint, build, launch, detect, report, minicluster: see `gen-recipe SUBCOMMAND --help`)
 
 Errors are one line on stderr (`gen-recipe: ...`) with exit code 2 (bad input) or 1 (a check
 failed); never a traceback.
@@ -12,12 +12,15 @@ failed); never a traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__, catalog, explain, render, site as site_mod
+from . import __version__, catalog, explain, files, render, site as site_mod
 from .errors import CheckFailed, GenRecipeError, UsageError
 from .hpccm_context import FORMATS
 
@@ -28,7 +31,8 @@ SUBCOMMANDS = {
     "build": "generator.build",
     "launch": "generator.launch",
     "detect": "generator.detect",
-    "report": "generator.report",
+    "report": "generator.suite.report",
+    "minicluster": "generator.minicluster",
 }
 
 
@@ -50,6 +54,8 @@ def generate_parser() -> argparse.ArgumentParser:
                    help="write nothing; exit 1 if files under --out differ from what would be generated")
     p.add_argument("--explain", action="store_true", help="print which site fact decided what, and write nothing")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="write through symbolic links under --out (default: refuse to replace a link)")
     p.add_argument("--version", action="version", version=f"gen-recipe {__version__}")
     return p
 
@@ -76,6 +82,9 @@ def generate(args: argparse.Namespace) -> int:
     if args.list_recipes:
         return list_recipes()
     site = site_mod.load(args.site)
+    if "/" not in args.site and not args.site.endswith(".toml") and Path(args.site).is_file():
+        print(f"gen-recipe: note: --site {args.site} is the shipped site; the file {args.site} here is "
+              f"not read (say ./{args.site} for it)", file=sys.stderr)
     recipes = args.recipe or catalog.names()
     for name in recipes:
         catalog.load(name)  # unknown names fail before any work
@@ -97,18 +106,30 @@ def generate(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"{len(texts)} files up to date under {args.out / site.name}")
         return 0
-    for rel, text in texts.items():
-        path = args.out / rel
-        unchanged = path.is_file() and path.read_text(encoding="utf-8") == text
-        if not unchanged:
-            render.write_atomic(path, text)
-        if not args.quiet:
-            print(f"{path}{' (unchanged)' if unchanged else ''}")
+    changed = {args.out / rel: text for rel, text in texts.items() if _current(args.out / rel) != text}
+    files.write_set(changed, follow_symlinks=args.follow_symlinks)
+    if not args.quiet:
+        for rel in texts:
+            print(f"{args.out / rel}{'' if args.out / rel in changed else ' (unchanged)'}")
     return 0
+
+
+def _current(path: Path) -> str | None:
+    """The text of a regular file at `path`, or None (missing, not a regular file, not text)."""
+    try:
+        return path.read_text(encoding="utf-8") if path.is_file() and not path.is_symlink() else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C, so temporary files are removed
+    raise SystemExit(128 + signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         if argv and argv[0] in SUBCOMMANDS:
             module = importlib.import_module(SUBCOMMANDS[argv[0]])
@@ -125,6 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:          # standard output on a full disk, a closed terminal
+        if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EROFS):
+            raise
+        print(f"gen-recipe: cannot write the output: {exc.strerror}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,6 +18,7 @@ functions of the text. Tests inject recorded outputs, a fake root and a fake env
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -29,16 +30,16 @@ from .probes.compare import Difference, compare, looks_like
 from .probes.facts import DetectedFacts, Fact, decide, facts_of_site
 from .probes.runner import Runner, run_probes
 from .probes.table import PROBES
-from .probes.toml import render as render_toml
-from .render import write_atomic
+from .probes.toml import site_toml
+from .files import write_atomic
 
 __all__ = ["DetectedFacts", "Difference", "Fact", "compare", "detect", "detect_site", "facts_of_site",
-           "looks_like", "render_toml"]
+           "looks_like", "site_toml"]
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
 
-def detect(runner: "Runner | Mapping | None" = None, root: "Path | str" = "/", env: Mapping[str, str] | None = None,
+def detect(runner: Runner | Mapping | None = None, root: Path | str = "/", env: Mapping[str, str] | None = None,
            timeout: float = 10.0) -> DetectedFacts:
     """Probe the machine. `runner`: None (real commands), a function argv -> (rc, output), or a
     mapping {probe key: output}; `root`: where /etc, /proc, /sys, /dev, /opt live; `env`: the
@@ -49,7 +50,18 @@ def detect(runner: "Runner | Mapping | None" = None, root: "Path | str" = "/", e
 def detect_site(name: str = "detected", **kwargs) -> site_mod.Site:
     """This machine as a validated Site (placeholders are listed in each table's `unverified`).
     Keyword arguments go to detect()."""
-    return site_mod.parse(render_toml(detect(**kwargs), name), f"<detected {name}>")
+    return site_mod.parse(site_toml(detect(**kwargs), name), f"<detected {name}>")
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, more than 0 and at most an hour."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{ascii(text)[:40]} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 < value <= 3600):
+        raise argparse.ArgumentTypeError(f"{text[:40]} seconds is out of range (give more than 0, at most 3600)")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "with this machine; exit 1 on a mismatch that would break the container")
     parser.add_argument("--name", help="site name written into the TOML (default: the --out file's name, or 'detected')")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+    parser.add_argument("--timeout", type=seconds, default=10.0, metavar="SECONDS",
                         help="time limit for each probe command (default: 10)")
 
 
@@ -112,8 +124,6 @@ def _check_out(out: Path, force: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
     if args.compare:
         return _compare(args)
     name = args.name
@@ -124,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         _check_out(args.out, args.force)
     facts = detect(timeout=args.timeout)
-    text = render_toml(facts, name)
+    text = site_toml(facts, name)
     site_mod.parse(text, str(args.out or "<detected>"))  # what we write must load
     if not args.out:
         sys.stdout.write(text)

@@ -8,13 +8,27 @@ traceback. Exit codes: 1 = a check found something (files differ, lint findings)
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+MAX_MESSAGE = 1000
+
+
+def one_line(text: str) -> str:
+    """`text` safe to print as one line of a terminal: control characters (newlines, escape codes)
+    shown as escapes, at most MAX_MESSAGE characters."""
+    text = _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 3] + "..."
 
 
 class GenRecipeError(Exception):
-    """Base class: a user-facing failure with an exit code."""
+    """Base class: a user-facing failure with an exit code; prints as one line."""
 
     exit_code = 2
+
+    def __str__(self) -> str:
+        return one_line(super().__str__())
 
 
 class UsageError(GenRecipeError):

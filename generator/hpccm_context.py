@@ -15,20 +15,13 @@ import hpccm.config
 from hpccm.common import container_type, cpu_arch
 from packaging.version import Version as _PkgVersion
 
-from .site import Site
+from .site import HPCCM_DISTRO, Site
 
 FORMATS = ("docker", "apptainer")
 
 _SAVED = ("g_ctype", "g_linux_distro", "g_linux_version", "g_singularity_version", "g_cpu_arch",
           "g_cpu_target", "g_wd")
 
-# Our distro names → hpccm's distro keyword. Debian is apt-based and close enough to the Ubuntu
-# release of the same era for hpccm's package names.
-HPCCM_DISTRO = {
-    ("ubuntu", "20"): "ubuntu20", ("ubuntu", "22"): "ubuntu22", ("ubuntu", "24"): "ubuntu24",
-    ("debian", "11"): "ubuntu20", ("debian", "12"): "ubuntu22", ("debian", "13"): "ubuntu24",
-    ("rockylinux", "8"): "rockylinux8", ("rockylinux", "9"): "rockylinux9",
-}
 HPCCM_ARCH = {"x86_64": cpu_arch.X86_64, "aarch64": cpu_arch.AARCH64, "ppc64le": cpu_arch.PPC64LE}
 # Apptainer 1.x continues SingularityCE/Singularity 3.x; hpccm only asks "is it >= 3.2?".
 DEFAULT_APPTAINER = ("apptainer", "1.3.6")
@@ -37,7 +30,7 @@ DEFAULT_APPTAINER = ("apptainer", "1.3.6")
 def hpccm_distro(site: Site) -> str:
     base = site.base
     key = (base.distro, base.distro_version.split(".")[0])
-    return HPCCM_DISTRO[key]
+    return HPCCM_DISTRO[key]     # site.py checks at load that the key is one of these
 
 
 def singularity_version(site: Site) -> _PkgVersion:

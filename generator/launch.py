@@ -8,7 +8,7 @@ The container script and its bare twin share everything but the container: the s
 `module load` lines (site.host.modules, site.mpi.modules, the runtime's modules), the same
 launcher line shape and the same environment, so their timings compare. Scheduler directives
 come from site.host.scheduler (Slurm `#SBATCH`, PBS/Torque `#PBS`, LSF `#BSUB`, none: plain bash).
-`render(site, job)` is pure; `run(args)` prints it or writes it atomically.
+`script(site, job)` is pure; `run(args)` prints it or writes it atomically.
 """
 
 from __future__ import annotations
@@ -17,33 +17,15 @@ import argparse
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import __version__, catalog, recipes as _recipes, runtimes, site as site_mod
+from workloads.registry import DDP, NAMES as WORKLOADS
+
+from . import __version__, catalog, payload, runtimes, site as site_mod
 from .errors import UsageError
+from .quoting import _dq, comment, heredoc_marker, line, name, word
 from .site import Site
-
-# python -m workloads lists them; these take --mode ddp when started as several ranks.
-WORKLOADS = ("cnn", "gan3d", "resnet", "mnist", "llm", "mpi")
-DDP_WORKLOADS = ("cnn", "gan3d", "resnet", "mnist")
-SIF_RUNTIMES = ("apptainer", "singularity")
-# Variables a bare run leaves to the host's modules: the loader paths of bind mode point at the
-# host libraries as the container sees them.
-LOADER_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD")
-# What a runtime needs before the script runs, said in the script (the default image names).
-PREPARE = {
-    "apptainer": "apptainer pull {image} oras://REGISTRY/{name}:TAG-sif  (or apptainer build {image} {recipe}.def)",
-    "singularity": "singularity pull {image} docker://REGISTRY/{name}:TAG  (or singularity build)",
-    "charliecloud": "ch-convert REGISTRY/{name}:TAG {image}  (gen-recipe build makes it locally)",
-    "udocker": "udocker pull REGISTRY/{name}:TAG && udocker create --name={image} REGISTRY/{name}:TAG",
-    "podman-hpc": "podman-hpc pull {image}  (or podman-hpc build + podman-hpc migrate)",
-    "sarus": "sarus pull {image}",
-    "ce": "the engine imports {image} when the job starts (enroot import for a squashfs)",
-    "podman": "gen-recipe build --site {site} --recipe {recipe}",
-    "docker": "docker pull {image}",
-}
-
 
 @dataclass(frozen=True, kw_only=True)
 class Job:
@@ -65,7 +47,7 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Plan:
+class JobPlan:
     """The resolved job: what goes into the script."""
 
     site: Site
@@ -80,7 +62,7 @@ class Plan:
 
 # -- scheduler directives -------------------------------------------------------------------
 
-def _slurm(p: Plan, name: str) -> list[str]:
+def _slurm(p: JobPlan, name: str) -> list[str]:
     lines = [f"#SBATCH --job-name={name}", f"#SBATCH --nodes={p.job.nodes}",
              f"#SBATCH --ntasks-per-node={p.tasks}", f"#SBATCH --time={p.job.time}"]
     lines += [f"#SBATCH --gpus-per-node={p.gpus}"] if p.gpus else []
@@ -89,21 +71,21 @@ def _slurm(p: Plan, name: str) -> list[str]:
     return lines
 
 
-def _pbs(p: Plan, name: str) -> list[str]:
+def _pbs(p: JobPlan, name: str) -> list[str]:
     gpus = f":ngpus={p.gpus}" if p.gpus else ""
     return [f"#PBS -N {name}", f"#PBS -l select={p.job.nodes}:mpiprocs={p.tasks}{gpus}",
             f"#PBS -l walltime={p.job.time}"] + ([f"#PBS -A {p.job.account}"] if p.job.account else []) \
         + ([f"#PBS -q {p.job.partition}"] if p.job.partition else [])
 
 
-def _torque(p: Plan, name: str) -> list[str]:
+def _torque(p: JobPlan, name: str) -> list[str]:
     gpus = f":gpus={p.gpus}" if p.gpus else ""
     return [f"#PBS -N {name}", f"#PBS -l nodes={p.job.nodes}:ppn={p.tasks}{gpus}",
             f"#PBS -l walltime={p.job.time}"] + ([f"#PBS -A {p.job.account}"] if p.job.account else []) \
         + ([f"#PBS -q {p.job.partition}"] if p.job.partition else [])
 
 
-def _lsf(p: Plan, name: str) -> list[str]:
+def _lsf(p: JobPlan, name: str) -> list[str]:
     h, m, _ = (p.job.time.split(":") + ["0", "0"])[:3]
     lines = [f"#BSUB -J {name}", f"#BSUB -n {p.job.nodes * p.tasks}", f'#BSUB -R "span[ptile={p.tasks}]"',
              f"#BSUB -W {int(h):d}:{int(m):02d}"]
@@ -112,7 +94,7 @@ def _lsf(p: Plan, name: str) -> list[str]:
         + ([f"#BSUB -q {p.job.partition}"] if p.job.partition else [])
 
 
-DIRECTIVES: Mapping[str, Callable[[Plan, str], list[str]]] = {
+DIRECTIVES: Mapping[str, Callable[[JobPlan, str], list[str]]] = {
     "slurm": _slurm, "pbs": _pbs, "torque": _torque, "lsf": _lsf, "none": lambda p, name: []}
 # Batch systems that start the script in the home directory: go back to where it was submitted.
 WORKDIR = {"pbs": "PBS_O_WORKDIR", "torque": "PBS_O_WORKDIR", "lsf": "LS_SUBCWD"}
@@ -139,57 +121,18 @@ def launcher(site: Site, nodes: int, tasks: int, gpus: int, forward: Sequence[st
     return ()
 
 
-# -- quoting ---------------------------------------------------------------------------------
-
-_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
-_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-
-
-def word(s: str) -> str:
-    """A shell word for `s`: `$NAME`/`${NAME}` stay host-variable references (written `${NAME:-}`
-    so that `set -u` accepts unset ones), everything else is literal."""
-    if _SAFE.fullmatch(s):
-        return s
-    if "$" not in s:
-        return shlex.quote(s)
-    parts, pos = [], 0
-    for m in _REF.finditer(s):
-        parts.append(_dq(s[pos:m.start()]) + "${" + (m.group(1) or m.group(2)) + ":-}")
-        pos = m.end()
-    parts.append(_dq(s[pos:]))
-    return '"' + "".join(parts) + '"'
-
-
-def _dq(s: str) -> str:
-    return re.sub(r'([\\"`$])', r"\\\1", s)
-
-
-def line(argv: Sequence[str], indent: str = "    ") -> str:
-    """argv as one shell command, wrapped at about 100 columns with backslashes (before --options only)."""
-    words = [word(a) for a in argv]
-    out, cur = [], words[0]
-    for w in words[1:]:
-        if len(cur) + 1 + len(w) > 100 and w.startswith("--") and cur.strip():
-            out.append(cur + " \\")
-            cur = indent + w
-        else:
-            cur += " " + w
-    return "\n".join([*out, cur])
-
-
 # -- the plan and the script -------------------------------------------------------------------
 
 def default_image(site: Site, recipe: str, runtime: str) -> str:
-    """What the runtime runs when --image is not given: `<recipe>-<site>.sif` for Apptainer and
-    Singularity, else what `gen-recipe build` tags (turned into a directory or udocker container
-    name by build.runtime_image_name for Charliecloud and udocker)."""
-    if runtime in SIF_RUNTIMES:
+    """What the runtime runs when --image is not given: `<recipe>-<site>.sif` for SIF runtimes, else
+    what `gen-recipe build` tags (as a directory or udocker container name for Charliecloud and udocker)."""
+    if runtimes.PLATFORMS[runtime].image == "sif":
         return f"{recipe}-{site.name}.sif"
-    from . import build  # the tag needs the build's content hash
-    return build.runtime_image_name(site, build.default_ref(site, recipe), runtime)
+    from .images import convert, tags  # the tag needs the build's content hash (renders the recipe)
+    return convert.runtime_image_name(site, tags.default_ref(site, recipe), runtime)
 
 
-def plan(site: Site, job: Job) -> Plan:
+def plan_job(site: Site, job: Job) -> JobPlan:
     catalog.load(job.recipe)
     if job.workload not in WORKLOADS:
         raise UsageError(f"unknown workload '{job.workload}' (valid: {', '.join(WORKLOADS)})")
@@ -204,13 +147,13 @@ def plan(site: Site, job: Job) -> Plan:
     tasks = job.tasks_per_node or max(gpus, 1)
     ranks = job.nodes * tasks
     argv = ("python3", "-m", f"workloads.{job.workload}")
-    if ranks > 1 and job.workload in DDP_WORKLOADS and "--mode" not in job.workload_args:
+    if ranks > 1 and job.workload in DDP and "--mode" not in job.workload_args:
         argv += ("--mode", "ddp")
     image = job.image or ("" if job.bare else default_image(site, job.recipe, rt))
-    return Plan(site, job, rt, mode, gpus, tasks, image, argv + tuple(job.workload_args))
+    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv + tuple(job.workload_args))
 
 
-def modules(p: Plan) -> list[tuple[str, ...]]:
+def modules(p: JobPlan) -> list[tuple[str, ...]]:
     """The `module load` groups, the same for the container run and its bare twin."""
     groups, seen = [], set()
     for group in (p.site.host.modules, p.site.mpi.modules, p.site.runtime(p.runtime).modules):
@@ -221,23 +164,17 @@ def modules(p: Plan) -> list[tuple[str, ...]]:
     return groups
 
 
-def bare_env(p: Plan) -> dict[str, str]:
-    """The container's environment as the bare run sets it (minus loader paths: the modules set those)."""
-    env = runtimes.container_env(p.site, runtimes.Options(mode=p.mode))
-    return {k: v for k, v in env.items() if k not in LOADER_VARS}
-
-
-def container_command(p: Plan) -> runtimes.Command:
+def container_command(p: JobPlan) -> runtimes.Command:
     opts = runtimes.Options(mode=p.mode, gpus=p.gpus, mpi=p.job.nodes * p.tasks > 1, allow_root=p.job.allow_root)
     return runtimes.command(p.site, p.image, p.workload_argv, opts, runtime=p.runtime)
 
 
-def bare_command(p: Plan) -> runtimes.Command:
-    """The workload on the host, with the container's environment (see `bare_env`)."""
-    return runtimes.Command(p.workload_argv, bare_env(p))
+def bare_command(p: JobPlan) -> runtimes.Command:
+    """The workload on the host, with the container's environment (see `runtimes.bare_env`)."""
+    return runtimes.Command(p.workload_argv, runtimes.bare_env(p.site, p.mode))
 
 
-def _header(p: Plan) -> list[str]:
+def _header(p: JobPlan) -> list[str]:
     job, site = p.job, p.site
     name = f"{job.recipe}-{job.workload}-{site.name}" + ("-bare" if job.bare else "")
     flags = [f"--site {site.name}", f"--recipe {job.recipe}", f"--workload {job.workload}",
@@ -254,9 +191,9 @@ def _header(p: Plan) -> list[str]:
                                                   else "the container's own MPI, one container per rank")
     out = ["#!/bin/bash", *DIRECTIVES[site.host.scheduler](p, name),
            f"# Generated by gen-recipe {__version__}: gen-recipe launch {' '.join(flags)}",
-           f"# {site.description}", f"# {what}"]
+           comment(site.description), f"# {what}"]
     if not job.bare:
-        out.append("# Image: " + PREPARE[p.runtime].format(image=p.image, name=f"{job.recipe}-{site.name}",
+        out.append("# Image: " + runtimes.PLATFORMS[p.runtime].prepare.format(image=p.image, name=f"{job.recipe}-{site.name}",
                                                            recipe=job.recipe, site=site.name))
     out.append("set -euo pipefail")
     if site.host.scheduler in WORKDIR:
@@ -264,26 +201,27 @@ def _header(p: Plan) -> list[str]:
     return out
 
 
-def render(site: Site, job: Job) -> str:
+def script(site: Site, job: Job) -> str:
     """The batch script for `job` at `site` (pure)."""
-    p = plan(site, job)
+    p = plan_job(site, job)
     out = _header(p)
     mods = modules(p)
     if mods:
         out += ["", *(line(m) for m in mods)]
     cmd = bare_command(p) if job.bare else container_command(p)
     if cmd.env:
-        out += ["", *(f"export {k}={word(v)}" for k, v in cmd.env.items())]
+        out += ["", *(f"export {name(k)}={word(v)}" for k, v in cmd.env.items())]
     forward = list(cmd.env)
     if job.bare:
-        workloads = job.workloads_dir or str(Path(_recipes.__file__).parent)
-        out += ["", "# the workloads package (gen-recipe's recipes/), as the image carries it in /opt/workloads",
+        workloads = job.workloads_dir or str(payload.workloads_dir().parent)
+        out += ["", "# the workloads package, as the image carries it in /opt/workloads",
                 f': "${{GEN_RECIPE_WORKLOADS:={_dq(workloads)}}}"',
                 'export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"']
         forward.append("PYTHONPATH")
     for path, text in cmd.files.items():
         folder = path.rsplit("/", 1)[0]
-        out += ["", f"mkdir -p {word(folder)}", f"cat > {word(path)} <<'EOF'", text.rstrip("\n"), "EOF"]
+        end = heredoc_marker(text)
+        out += ["", f"mkdir -p {word(folder)}", f"cat > {word(path)} <<'{end}'", text.rstrip("\n"), end]
     if cmd.setup:
         out += ["", *(line(s) for s in cmd.setup)]
     full = (*launcher(site, job.nodes, p.tasks, p.gpus, forward), *cmd.launcher_args, *cmd.argv)
@@ -297,9 +235,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--site", default="local", help="site name or path to a site TOML (default: local)")
     parser.add_argument("--recipe", default="pytorch", help="recipe whose image runs the workload (default: pytorch)")
     parser.add_argument("--workload", default="cnn", choices=WORKLOADS, help="workload (default: cnn)")
-    parser.add_argument("--nodes", type=int, default=1, help="nodes (default: 1)")
-    parser.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (default: all the site's)")
-    parser.add_argument("--tasks-per-node", type=int, default=None,
+    parser.add_argument("--nodes", type=count(1), default=1, help="nodes (default: 1)")
+    parser.add_argument("--gpus-per-node", type=count(0), default=None, help="GPUs per node (default: all the site's)")
+    parser.add_argument("--tasks-per-node", type=count(1), default=None,
                         help="ranks per node (default: one per GPU, else one)")
     parser.add_argument("--mode", choices=("bind", "hybrid"), default=None,
                         help="MPI mode (default: the site's container.mpi_mode)")
@@ -315,6 +253,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workload_args", nargs="*", metavar="-- ARGS", help="arguments for the workload")
 
 
+def count(least: int):
+    """An argparse type: a whole number from `least` to 100000."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{ascii(text)[:40]} is not a whole number") from None
+        if not least <= value <= 100_000:
+            raise argparse.ArgumentTypeError(f"{value} is out of range (give {least} to 100000)")
+        return value
+    parse.__name__ = "count"
+    return parse
+
+
 def job_from_args(args: argparse.Namespace) -> Job:
     import os
     if not re.fullmatch(r"\d{1,3}:\d{2}:\d{2}", args.time):
@@ -327,12 +279,14 @@ def job_from_args(args: argparse.Namespace) -> Job:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .render import write_atomic
+    from .files import write_atomic
     site = site_mod.load(args.site)
-    text = render(site, job_from_args(args))
+    job = job_from_args(args)
+    if job.bare and not job.workloads_dir:   # a directory holding only the workloads package
+        job = replace(job, workloads_dir=str(payload.pythonpath()))
+    text = script(site, job)
     if args.out:
-        write_atomic(args.out, text)
-        args.out.chmod(0o755)
+        write_atomic(args.out, text, mode=0o755)
         print(args.out)
     else:
         print(text, end="")

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import UsageError
-from .render import write_atomic
+from .files import write_atomic
 from .site import parse
 
 

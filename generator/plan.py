@@ -23,6 +23,8 @@ CONTAINER_FLAVOUR = {"cray-mpich": "mpich", "mpich": "mpich", "intel-mpi": "inte
 LIBFABRIC_PROVIDERS = {"cxi": ("cxi",), "psm2": ("psm2", "opx"), "opx": ("opx", "psm2"), "verbs": ("verbs",),
                        "ucx": (), "tcp": ()}
 NET_PLUGIN = {"rocm": "aws-ofi-rccl", "cuda": "aws-ofi-nccl"}
+# Where each GPU stack lives in its base images (what CUDA-aware builds and the plugin build against).
+GPU_HOME = {"rocm": "/opt/rocm", "cuda": "/usr/local/cuda"}
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,21 @@ class Plan:
     net_plugin_version: Version | None
     torch_index: str
     torch_wheel: str
+    gpu_home: str          # the GPU stack's prefix in the base image ("" for CPU images)
+    cuda_home: str         # gpu_home when the stack is CUDA: Open MPI, UCX and GDRCopy are built CUDA-aware
+    pmix: str              # Open MPI's PMIx: "internal" when the launcher speaks PMIx, else ""
+    mpi4py: str            # source (built against the container MPI) | distro (its python3-mpi4py) | none
     decisions: tuple[Decision, ...]
 
+    @property
+    def compiles(self) -> bool:
+        """The build stage needs a compiler and Python headers (mpi4py from source)."""
+        return self.mpi4py == "source"
 
-def _need(value, key: str, why: str):
+
+def _need(site: Site, value, key: str, why: str):
     if value in (None, ""):
-        raise RecipeError(f"software.{key} is not set but {why} (add {key} = \"...\" under [software])")
+        raise RecipeError(f"{site.path}: software.{key}: not set, but {why} (add {key} = \"...\" under [software])")
     return value
 
 
@@ -118,7 +129,7 @@ def plan(site: Site) -> Plan:
         (mpi.flavour == "mpich") or (bool(providers) and mpi.flavour in ("intel-mpi", "openmpi")))
     libfabric = None
     if needs_libfabric:
-        libfabric = _need(sw.libfabric, "libfabric", f"{mpi.flavour} on {site.fabric.kind} uses libfabric")
+        libfabric = _need(site, sw.libfabric, "libfabric", f"{mpi.flavour} on {site.fabric.kind} uses libfabric")
         shown = ", ".join(providers) if providers else "tcp, shm (built in)"
         say("libfabric", f"{libfabric} with providers {shown}",
             f"the fabric is {site.fabric.kind} with the {provider} provider", ("fabric.kind", "fabric.provider",
@@ -127,7 +138,7 @@ def plan(site: Site) -> Plan:
         providers = ()
     libcxi = ""
     if "cxi" in providers:
-        libcxi = _need(sw.libcxi, "libcxi", "the cxi provider needs HPE's libcxi")
+        libcxi = _need(site, sw.libcxi, "libcxi", "the cxi provider needs HPE's libcxi")
         say("libcxi", libcxi, "libfabric's cxi provider (Slingshot) builds against HPE's open-source libcxi",
             ("fabric.provider", "software.libcxi"))
     psm2 = "psm2" in providers
@@ -138,14 +149,14 @@ def plan(site: Site) -> Plan:
     ucx = None
     verbs = site.fabric.kind == "infiniband" and mpi.source != "distro"
     if mpi.flavour == "openmpi" and provider in ("ucx", "verbs") and mpi.source != "distro":
-        ucx = _need(sw.ucx, "ucx", "Open MPI on InfiniBand uses UCX")
+        ucx = _need(site, sw.ucx, "ucx", "Open MPI on InfiniBand uses UCX")
         say("UCX", f"{ucx} (with verbs)", "Open MPI on InfiniBand reaches the HCA through UCX (pml ucx)",
             ("fabric.kind", "fabric.provider", "software.ucx"))
 
     plugin, plugin_version = "", None
     if site.gpu.stack != "none" and "cxi" in providers:
         plugin = NET_PLUGIN[site.gpu.stack]
-        plugin_version = _need(sw.aws_ofi, "aws_ofi", f"{plugin} lets {'RCCL' if plugin.endswith('rccl') else 'NCCL'} "
+        plugin_version = _need(site, sw.aws_ofi, "aws_ofi", f"{plugin} lets {'RCCL' if plugin.endswith('rccl') else 'NCCL'} "
                                "use libfabric")
         say("collective network plugin", f"{plugin} {plugin_version}",
             f"{'RCCL' if site.gpu.stack == 'rocm' else 'NCCL'} reaches Slingshot only through libfabric",
@@ -155,9 +166,23 @@ def plan(site: Site) -> Plan:
         say("torch", f"{sw.torch} from the build context ({sw.torch_wheel})",
             "the site builds offline from a local wheel", ("software.torch", "software.torch_wheel"))
     else:
-        _need(sw.torch_index, "torch_index", "torch must come from a wheel index for the GPU stack")
+        _need(site, sw.torch_index, "torch_index", "torch must come from a wheel index for the GPU stack")
         say("torch", f"{sw.torch} from {sw.torch_index}", f"matches the {site.gpu.stack} stack",
             ("gpu.stack", "software.torch", "software.torch_index"))
+
+    gpu_home = GPU_HOME.get(site.gpu.stack, "")
+    cuda_home = gpu_home if site.gpu.stack == "cuda" else ""
+    if cuda_home and mpi.source != "distro":
+        say("CUDA-aware builds", f"against {cuda_home}", "the GPU stack is CUDA: the MPI, UCX and GDRCopy built "
+            "into the image take CUDA device buffers", ("gpu.stack",))
+    pmix = "internal" if mpi.flavour == "openmpi" and mpi.source != "distro" and site.mpi.pmi == "pmix" else ""
+    if pmix:
+        say("Open MPI PMIx", "the bundled (internal) PMIx", "the host launcher starts ranks over PMIx "
+            "(srun --mpi=pmix)", ("mpi.pmi",))
+    mpi4py = "none" if mpi.flavour == "none" else ("distro" if mpi.source == "distro" else "source")
+    say("mpi4py", {"none": "none (no MPI)", "distro": "the distribution's python3-mpi4py",
+                   "source": f"{sw.mpi4py}, built from source against the container MPI"}[mpi4py],
+        "mpi4py must be linked against the MPI the container runs", ("software.mpi4py", "software.mpi_source"))
 
     mode = site.container.mpi_mode
     say("MPI mode", mode, "host MPI mounted into the container at run time" if mode == "bind"
@@ -165,4 +190,5 @@ def plan(site: Site) -> Plan:
         ("container.mpi_mode",))
     return Plan(mpi=mpi, libfabric=libfabric, providers=providers, libcxi=libcxi, psm2=psm2, ucx=ucx,
                 verbs=verbs, net_plugin=plugin, net_plugin_version=plugin_version, torch_index=sw.torch_index,
-                torch_wheel=sw.torch_wheel, decisions=tuple(decisions))
+                torch_wheel=sw.torch_wheel, gpu_home=gpu_home, cuda_home=cuda_home, pmix=pmix, mpi4py=mpi4py,
+                decisions=tuple(decisions))

@@ -22,6 +22,7 @@ import re
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .errors import UsageError
 from .site import Site
@@ -59,34 +60,14 @@ class Command:
         return ("srun", *self.launcher_args, *self.argv) if self.launcher_args else self.argv
 
 
-RUNTIMES = ("apptainer", "singularity", "charliecloud", "udocker", "podman-hpc", "sarus", "ce", "podman", "docker")
-
-# GPU flags by runtime and vendor. Runtimes missing here reach GPUs another way: Charliecloud and
-# udocker see the host /dev and get NVIDIA libraries by a set-up step; Sarus and the container
-# engine enable their NVIDIA hook themselves.
-GPU_FLAGS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
-    "apptainer": {"amd": ("--rocm",), "nvidia": ("--nv",)},
-    "singularity": {"amd": ("--rocm",), "nvidia": ("--nv",)},
-    "podman-hpc": {"amd": ("--device=/dev/kfd", "--device=/dev/dri"), "nvidia": ("--gpu",)},
-    "podman": {"amd": ("--device=/dev/kfd", "--device=/dev/dri", "--group-add=keep-groups"),
-               "nvidia": ("--device=nvidia.com/gpu=all",)},          # CDI (nvidia-ctk cdi generate)
-    "docker": {"amd": ("--device=/dev/kfd", "--device=/dev/dri", "--group-add=video"), "nvidia": ("--gpus=all",)},
-}
-GPU_SETUP: Mapping[str, Mapping[str, Callable[[str], tuple[str, ...]]]] = {
-    "charliecloud": {"nvidia": lambda image: ("ch-fromhost", "--nvidia", image)},
-}
-# Runtimes that hide the host /dev: fabric devices (site.fabric.devices) are passed one by one.
-DEVICE_FLAG: Mapping[str, str] = {"podman": "--device", "docker": "--device", "podman-hpc": "--device",
-                                  "sarus": "--device"}
 # Host namespaces a hybrid MPI rank needs in an OCI runtime (Red Hat's podman + mpirun recipe).
 MPI_NAMESPACES = ("--ipc=host", "--net=host", "--pid=host")
 # Launcher variables an OCI container must be given explicitly (podman expands the wildcards).
 MPI_PASS_ENV = ("OMPI_*", "PMIX_*", "PMI_*", "SLURM_*")
 # Open MPI's session directory (the PMIx server's socket) is under /tmp, owned by the launching user.
 MPI_SESSION_BIND = "/tmp:/tmp"
-# Runtimes that close stdin unless asked.
-INTERACTIVE_FLAG: Mapping[str, str] = {"podman": "--interactive", "docker": "--interactive",
-                                       "podman-hpc": "--interactive"}
+# Where the suite and `gen-recipe build` keep images converted for Charliecloud and udocker.
+LOCAL_IMAGE_DIR = Path("build") / "images"
 
 
 def check_mode(site: Site, runtime: str, mode: str) -> None:
@@ -124,18 +105,35 @@ def container_env(site: Site, opts: Options) -> dict[str, str]:
     return env
 
 
+# Variables a bare run leaves to the host's modules: the loader paths of bind mode point at the
+# host libraries as the container sees them.
+LOADER_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD")
+
+
+def bare_env(site: Site, mode: str) -> dict[str, str]:
+    """What a bare run sets: the container's environment in `mode` minus the loader paths (the host's
+    modules set those). The launch scripts' bare twins and the suite's bare side both use this."""
+    env = container_env(site, Options(mode=mode))
+    return {k: v for k, v in env.items() if k not in LOADER_VARS}
+
+
 def _gpu(runtime: str, site: Site, opts: Options) -> tuple[str, ...]:
-    return GPU_FLAGS.get(runtime, {}).get(site.gpu.vendor, ()) if opts.gpus else ()
+    return PLATFORMS[runtime].gpu_flags.get(site.gpu.vendor, ()) if opts.gpus else ()
 
 
 def _gpu_setup(runtime: str, site: Site, opts: Options, image: str) -> tuple[tuple[str, ...], ...]:
-    make = GPU_SETUP.get(runtime, {}).get(site.gpu.vendor) if opts.gpus else None
+    make = PLATFORMS[runtime].gpu_setup.get(site.gpu.vendor) if opts.gpus else None
     return (make(image),) if make else ()
 
 
 def _devices(runtime: str, site: Site) -> tuple[str, ...]:
-    flag = DEVICE_FLAG.get(runtime)
+    flag = PLATFORMS[runtime].device_flag
     return tuple(f"{flag}={d}" for d in site.fabric.devices) if flag else ()
+
+
+def _interactive(runtime: str, opts: Options) -> tuple[str, ...]:
+    flag = PLATFORMS[runtime].interactive_flag
+    return (flag,) if flag and opts.interactive else ()
 
 
 # -- one builder per runtime --------------------------------------------------------------
@@ -162,7 +160,7 @@ def singularity(site: Site, image: str, command: Sequence[str], opts: Options) -
 def charliecloud(site: Site, image: str, command: Sequence[str], opts: Options) -> Command:
     """`ch-run`: the image's own environment (/ch/environment) via a bare --set-env, then ours;
     `--join` puts the ranks of a node in one namespace so that Open MPI's shared-memory
-    single-copy works (RUNTIMES.md §7). ch-run binds the host /dev itself. Bind destinations
+    single-copy works (docs/runtimes.md §7). ch-run binds the host /dev itself. Bind destinations
     must exist in the image (images are mounted read-only)."""
     binds = (*site_binds(site, opts), *libraries(site, opts), *opts.binds)
     argv = ["ch-run"]
@@ -194,7 +192,7 @@ def podman_hpc(site: Site, image: str, command: Sequence[str], opts: Options) ->
     """`podman-hpc run`: in bind mode its `--mpi` module mounts the host Cray MPICH, the Slingshot
     devices and sets their environment (`--cuda-mpi` adds the GTL preload), so the site's
     bind paths and bind env are that module's, not repeated here."""
-    argv = ["podman-hpc", "run", "--rm", *(["--interactive"] if opts.interactive else [])]
+    argv = ["podman-hpc", "run", "--rm", *_interactive("podman-hpc", opts)]
     if opts.mode == "bind":
         argv.append("--cuda-mpi" if opts.gpus and site.gpu.vendor == "nvidia" and site.mpi.gpu_aware else "--mpi")
     else:
@@ -267,7 +265,7 @@ def oci(site: Site, image: str, command: Sequence[str], opts: Options, name: str
     """`podman run` / `docker run`: --rm, mounts, environment, devices. An MPI rank gets the host
     namespaces, the launcher's variables, the host /tmp (Open MPI's session directory) and the host
     user (root: --user=0; rootless podman: --userns=keep-id), else it cannot reach the PMIx server."""
-    argv = [name, "run", "--rm", *([INTERACTIVE_FLAG[name]] if opts.interactive else [])]
+    argv = [name, "run", "--rm", *_interactive(name, opts)]
     binds = [*site_binds(site, opts), *opts.binds]
     if opts.mpi:
         argv += MPI_NAMESPACES
@@ -292,10 +290,69 @@ def docker(site: Site, image: str, command: Sequence[str], opts: Options) -> Com
     return oci(site, image, command, opts, name="docker")
 
 
-BUILDERS: Mapping[str, Callable[[Site, str, Sequence[str], Options], Command]] = {
-    "apptainer": apptainer, "singularity": singularity, "charliecloud": charliecloud, "udocker": udocker,
-    "podman-hpc": podman_hpc, "sarus": sarus, "ce": ce, "podman": oci, "docker": docker,
-}
+def udocker_env(image_dir: Path = LOCAL_IMAGE_DIR) -> dict[str, str]:
+    """The environment udocker needs for the containers `gen-recipe` makes under `image_dir`
+    (docs/runtimes.md §6): its own directory there and, for the P1 mode, Debian's PRoot through a
+    wrapper without `-k`."""
+    home = (image_dir / "udocker").absolute()
+    return {"UDOCKER_DIR": str(home), "UDOCKER_USE_PROOT_EXECUTABLE": str(home / "proot-nok")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Platform:
+    """Everything the project knows about one container runtime (ReFrame calls these container platforms).
+
+    Adding a runtime is one entry in PLATFORMS plus its tests (docs/architecture.md)."""
+
+    name: str
+    binary: str                                       # the program that must be on PATH to run it
+    build: Callable[[Site, str, Sequence[str], Options], Command]   # the pure command builder
+    image: str                                        # what it runs: sif | oci | directory | container | edf
+    prepare: str                                      # how that image gets there, said in launch scripts
+    gpu_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # by GPU vendor
+    gpu_setup: Mapping[str, Callable[[str], tuple[str, ...]]] = field(default_factory=dict)  # set-up by vendor
+    device_flag: str = ""                             # hides the host /dev: fabric devices one by one
+    interactive_flag: str = ""                        # closes stdin unless asked
+    local_image: str = ""                             # made from a local podman build by images.convert: oci |
+                                                      # charliecloud | udocker; "" = needs --image
+    local_env: Callable[[], Mapping[str, str]] = dict  # environment the locally made images need
+
+
+_SIF = "sif"
+PLATFORMS: Mapping[str, Platform] = {p.name: p for p in (
+    # GPU flags missing below: Charliecloud and udocker see the host /dev and get NVIDIA libraries by a
+    # set-up step; Sarus and the container engine enable their NVIDIA hook themselves.
+    Platform(name="apptainer", binary="apptainer", build=apptainer, image=_SIF,
+             prepare="apptainer pull {image} oras://REGISTRY/{name}:TAG-sif  (or apptainer build {image} {recipe}.def)",
+             gpu_flags={"amd": ("--rocm",), "nvidia": ("--nv",)}),
+    Platform(name="singularity", binary="singularity", build=singularity, image=_SIF,
+             prepare="singularity pull {image} docker://REGISTRY/{name}:TAG  (or singularity build)",
+             gpu_flags={"amd": ("--rocm",), "nvidia": ("--nv",)}),
+    Platform(name="charliecloud", binary="ch-run", build=charliecloud, image="directory",
+             prepare="ch-convert REGISTRY/{name}:TAG {image}  (gen-recipe build makes it locally)",
+             gpu_setup={"nvidia": lambda image: ("ch-fromhost", "--nvidia", image)}, local_image="charliecloud"),
+    Platform(name="udocker", binary="udocker", build=udocker, image="container",
+             prepare="udocker pull REGISTRY/{name}:TAG && udocker create --name={image} REGISTRY/{name}:TAG",
+             local_image="udocker", local_env=udocker_env),
+    Platform(name="podman-hpc", binary="podman-hpc", build=podman_hpc, image="oci",
+             prepare="podman-hpc pull {image}  (or podman-hpc build + podman-hpc migrate)",
+             gpu_flags={"amd": ("--device=/dev/kfd", "--device=/dev/dri"), "nvidia": ("--gpu",)},
+             device_flag="--device", interactive_flag="--interactive"),
+    Platform(name="sarus", binary="sarus", build=sarus, image="oci", prepare="sarus pull {image}",
+             device_flag="--device"),
+    Platform(name="ce", binary="srun", build=ce, image="edf",
+             prepare="the engine imports {image} when the job starts (enroot import for a squashfs)"),
+    Platform(name="podman", binary="podman", build=oci, image="oci",
+             prepare="gen-recipe build --site {site} --recipe {recipe}",
+             gpu_flags={"amd": ("--device=/dev/kfd", "--device=/dev/dri", "--group-add=keep-groups"),
+                        "nvidia": ("--device=nvidia.com/gpu=all",)},          # CDI (nvidia-ctk cdi generate)
+             device_flag="--device", interactive_flag="--interactive", local_image="oci"),
+    Platform(name="docker", binary="docker", build=docker, image="oci", prepare="docker pull {image}",
+             gpu_flags={"amd": ("--device=/dev/kfd", "--device=/dev/dri", "--group-add=video"),
+                        "nvidia": ("--gpus=all",)},
+             device_flag="--device", interactive_flag="--interactive"),
+)}
+RUNTIMES = tuple(PLATFORMS)
 
 
 def command(site: Site, image: str, argv: Sequence[str], opts: Options = Options(),
@@ -303,7 +360,7 @@ def command(site: Site, image: str, argv: Sequence[str], opts: Options = Options
     """The command that runs `argv` in `image` with `runtime` (default: the site's) at `site`."""
     name = site.runtime(runtime).name
     check_mode(site, name, opts.mode)
-    return BUILDERS[name](site, image, argv, opts)
+    return PLATFORMS[name].build(site, image, argv, opts)
 
 
 # -- expansion of host variables, for Python callers -----------------------------------
@@ -326,5 +383,5 @@ def resolved(cmd: Command, environ: Mapping[str, str]) -> Command:
                    tuple(tuple(expand(a, environ) for a in s) for s in cmd.setup))
 
 
-__all__ = ["Command", "Options", "RUNTIMES", "check_mode", "command", "container_env", "edf", "expand",
-           "resolved", "split_bind"]
+__all__ = ["PLATFORMS", "Command", "Options", "Platform", "RUNTIMES", "bare_env", "check_mode", "command", "container_env", "edf", "expand",
+           "resolved", "split_bind", "udocker_env"]

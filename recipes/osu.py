@@ -5,7 +5,7 @@ from __future__ import annotations
 import hpccm
 
 from generator.blocks.osu import osu
-from generator.blocks.stack import comm_stack, mpicc, two_stage, GPU_HOME
+from generator.blocks.stack import comm_stack, mpicc, two_stage
 from generator.errors import RecipeError
 from generator.plan import plan
 from generator.site import Site
@@ -16,6 +16,6 @@ def build(site: Site) -> list[hpccm.Stage]:
     if p.mpi.flavour == "none":
         raise RecipeError(f"{site.path}: the osu recipe needs an MPI (mpi.flavour is none)")
     bench = osu(version=str(site.software.osu), mpicc=mpicc(p), gpu=site.gpu.stack,
-                gpu_home=GPU_HOME.get(site.gpu.stack, ""))
+                gpu_home=p.gpu_home)
     return two_stage(site, "osu", p, build=[], keep=[*comm_stack(site, p), bench],
                      command=("osu_latency",))

@@ -1,10 +1,10 @@
-"""Bare-vs-container measurement machinery for the suite (see MEASURING.md for why it looks like this).
+"""Bare-vs-container measurement machinery for the suite (docs/measuring.md says why it looks like this).
 
 Each side is a fork server (`python -m workloads.forkserver`): one started bare, one started through
 the site's runtime command builder (`generator.runtimes`), so what runs here is what runs on a site.
 A *pair* is a bare child and a container child forked next to each other in time (random order);
 their work runs in short chunks that take turns in an ABBA pattern, so slow drift of the machine
-hits both alike. Pairs, not steps, are the replicates (`generator.stats`); the servers themselves
+hits both alike. Pairs, not steps, are the replicates (`generator.suite.stats`); the servers themselves
 are replaced every few pairs (`compare`).
 """
 
@@ -22,15 +22,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator import runtimes
-from generator.build import udocker_env
+from generator import payload, runtimes
 from generator.site import Site
-from generator.stats import Pair, Process
+from generator.suite.stats import Pair, Process
+from workloads.registry import Size
 
-RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+LOGS = Path("build") / "logs"     # what a failed step printed, whole (the failure itself is one line)
 SERVER = ("-m", "workloads.forkserver")
 TIMEOUT = 600.0
 PAIRS_PER_SERVER = 3     # see compare()
+BUDGET_S = 600.0         # per comparison: an adaptive design stops (undecided) when the next batch would pass it
 
 
 class HarnessError(RuntimeError):
@@ -51,16 +52,33 @@ class Side:
     setup: tuple[tuple[str, ...], ...] = ()
 
 
+class StepFailed(HarnessError):
+    """Making the image or the bare twin failed; the message is one line naming the step, the fix and the log."""
+
+
+def _step(argv: Sequence[str], what: str, log: Path, fix: str) -> None:
+    """Run one step of making an environment, its output appended to `log`; a failure is one line."""
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(argv)}\n")
+        out.flush()
+        if subprocess.run(list(argv), stdout=out, stderr=subprocess.STDOUT).returncode != 0:
+            tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:]
+            raise StepFailed(f"{what} failed ({tail[0].strip()[:200] if tail else 'no output'}); {fix} "
+                             f"(log: {log})")
+
+
 def bare_python(site: Site, recipe: str, cache: Path = Path("build") / "bare", *,
                 progress=lambda line: print(line, file=sys.stderr)) -> str:
     """A virtual environment on the host holding what the recipe's image holds (the same `python_spec`:
     the same torch wheel or index, the same pins, the distro's mpi4py through the system site
     packages), made from the interpreter running this suite (Debian's python3 for `local`, the one the
-    images use). Reused when its spec has not changed. Returns its python."""
+    images use). Reused when its spec has not changed. Returns its python; StepFailed names a failed step."""
     import hashlib
 
-    from generator import build, catalog
+    from generator import catalog
     from generator.blocks.stack import python_spec
+    from generator.errors import GenRecipeError
+    from generator.images import context
     from generator.plan import plan
 
     module = catalog.load(recipe)
@@ -72,37 +90,63 @@ def bare_python(site: Site, recipe: str, cache: Path = Path("build") / "bare", *
         return str(python)
     base = Path(sys.executable).resolve()          # through the suite's venv to the real interpreter
     progress(f"making the bare twin of the {recipe} image's environment in {dest}")
-    subprocess.run([str(base), "-m", "venv", *(["--system-site-packages"] if spec.system_site_packages else []),
-                    str(dest)], check=True)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = (LOGS / f"bare-{site.name}-{recipe}.log").absolute()
+    log.write_text("")
+    what = f"making the bare twin of the {recipe} image for site {site.name}"
+    _step([str(base), "-m", "venv", *(["--system-site-packages"] if spec.system_site_packages else []), str(dest)],
+          what + ": python -m venv", log, "check that python3-venv is installed")
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir"]
-    wheels = [str(build.fetch_wheel(site, build.CACHE_DIR.absolute(), progress))] if spec.wheels else []
+    try:
+        wheels = [str(context.fetch_wheel(site, context.CACHE_DIR.absolute(), progress))] if spec.wheels else []
+    except GenRecipeError as exc:
+        raise StepFailed(f"{what}: {exc}") from None
     for index, reqs in spec.index_packages:
-        subprocess.run([*pip, "--index-url", index, *reqs], check=True)
+        _step([*pip, "--index-url", index, *reqs], f"{what}: pip install {' '.join(reqs)} from {index}", log,
+              "make the index reachable (proxy), or run on the site itself")
     if wheels or spec.requirements:
-        subprocess.run([*pip, *wheels, *spec.requirements], check=True)
+        _step([*pip, *wheels, *spec.requirements], f"{what}: pip install {' '.join(spec.requirements) or 'the wheel'}",
+              log, "make the package index reachable")
     if spec.mpi4py:
         version, _ = spec.mpi4py
-        subprocess.run([*pip, "--no-binary=mpi4py", f"mpi4py=={version}"], check=True)
+        _step([*pip, "--no-binary=mpi4py", f"mpi4py=={version}"], f"{what}: building mpi4py {version}", log,
+              "load the site's MPI module (mpicc on PATH)")
     (dest / ".complete").write_text(repr(spec) + "\n")
     return str(python)
 
 
-def bare_env(site: Site, extra: Mapping[str, str] = {}) -> dict[str, str]:
-    """The environment of a bare run: this process's, the workloads on PYTHONPATH, the site's run env."""
-    return {**os.environ, "PYTHONPATH": str(RECIPES), **site.container.env, **extra}
+def bare_env(site: Site, mode: str, extra: Mapping[str, str] = {}) -> dict[str, str]:
+    """The environment of a bare run: this process's, a directory holding only the workloads on
+    PYTHONPATH, and what the launch scripts' bare twins set (`runtimes.bare_env`)."""
+    return {**os.environ, "PYTHONPATH": str(payload.pythonpath()), **runtimes.bare_env(site, mode), **extra}
 
 
-def bare_side(site: Site, python: str, extra_env: Mapping[str, str] = {}, wrapper: Sequence[str] = ()) -> Side:
+def bare_side(site: Site, python: str, mode: str, extra_env: Mapping[str, str] = {},
+              wrapper: Sequence[str] = ()) -> Side:
     """The bare side: `python` (see `bare_python`) running the fork server on the host."""
-    return Side("bare", (*wrapper, python, *SERVER), bare_env(site, extra_env))
+    return Side("bare", (*wrapper, python, *SERVER), bare_env(site, mode, extra_env))
+
+
+def container_run(site: Site, runtime: str, image: str, argv: Sequence[str], opts: runtimes.Options,
+                  extra_env: Mapping[str, str] = {}) -> Side:
+    """`argv` in `image` through the site's command builder for `runtime`, as run on this machine:
+    host variables expanded, plus the environment the runtime's locally made images need."""
+    cmd = runtimes.resolved(runtimes.command(site, image, argv, opts, runtime), os.environ)
+    env = {**os.environ, **cmd.env, **runtimes.PLATFORMS[runtime].local_env(), **extra_env}
+    return Side(runtime, cmd.standalone(), env, cmd.setup)
 
 
 def container_side(site: Site, runtime: str, image: str, opts: runtimes.Options,
                    wrapper: Sequence[str] = ()) -> Side:
-    """The container side through the site's command builder for `runtime`."""
-    cmd = runtimes.resolved(runtimes.command(site, image, ("python3", *SERVER), opts, runtime), os.environ)
-    env = {**os.environ, **cmd.env, **(udocker_env() if runtime == "udocker" else {})}
-    return Side(runtime, (*wrapper, *cmd.standalone()), env, cmd.setup)
+    """The container side: the fork server through `container_run`."""
+    side = container_run(site, runtime, image, ("python3", *SERVER), opts)
+    return Side(runtime, (*wrapper, *side.argv), side.env, side.setup)
+
+
+def run_setup(side: Side) -> None:
+    """The side's one-off set-up commands (udocker setup, ch-fromhost)."""
+    for step in side.setup:
+        subprocess.run(step, env=dict(side.env), check=True, capture_output=True)
 
 
 class Server:
@@ -113,8 +157,7 @@ class Server:
         false, call `ready()` before the first request (to start several at once)."""
         self.side = side
         if setup:
-            for step in side.setup:
-                subprocess.run(step, env=dict(side.env), check=True, capture_output=True)
+            run_setup(side)
         self.errlog = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(side.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errlog,
                                      env=dict(side.env), text=True, bufsize=1, start_new_session=True)
@@ -175,16 +218,6 @@ class Server:
 
 
 @dataclass(frozen=True)
-class Workload:
-    """What the suite runs: name, arguments (sizes for this machine), chunks per process, steps per chunk."""
-
-    name: str
-    args: tuple[str, ...]
-    chunks: int = 6
-    steps: int = 2
-
-
-@dataclass(frozen=True)
 class Comparison:
     pairs: tuple[Pair, ...]
     ready_s: tuple[tuple[float, float], ...]      # (bare, container) time from fork to ready, per pair
@@ -195,35 +228,76 @@ def _process(chunks: list[dict]) -> Process:
     return Process(work=tuple(float(c["samples"]) for c in chunks), seconds=tuple(float(c["seconds"]) for c in chunks))
 
 
-def compare(a: Side, b: Side, w: Workload, pairs: int, *, seed: int = 0,
+def compare(a: Side, b: Side, name: str, w: Size, pairs: int | None = None, *, until=None, seed: int = 0,
             per_server: int = PAIRS_PER_SERVER) -> Comparison:
-    """`pairs` fresh process pairs, each run in ABBA-interleaved chunks; `a` is the reference side.
+    """Fresh process pairs of workload `name` at size `w`, each run in ABBA-interleaved chunks; `a` is the
+    reference side. Runs `pairs` pairs, or — with `until(pairs so far) -> bool` — batches of `per_server`
+    pairs until it returns True (an adaptive design decides after each batch).
 
     Children forked from one server share part of its lasting speed (they inherit its memory), which
     a bootstrap over pairs cannot see; so both servers are replaced by fresh ones, started together,
     every `per_server` pairs. With one server per side for all 12 pairs, 20 A/A repeats covered 1.0
     in 16 (README, Performance)."""
+    if pairs is None and until is None:
+        raise ValueError("give pairs or until")
     rng = random.Random(seed)
     sides = {"a": a, "b": b}
     out, ready, series = [], [], {"a": [], "b": []}
-    for first in range(0, pairs, per_server):
+    first = 0
+    while pairs is None or first < pairs:
+        last = first + per_server if pairs is None else min(pairs, first + per_server)
         with contextlib.ExitStack() as stack:
             servers = {k: stack.enter_context(Server(sides[k], setup=first == 0, wait=False)) for k in sides}
             for server in servers.values():
                 server.ready()
-            for i in range(first, min(pairs, first + per_server)):
-                chunks, starts = _run_pair(servers, w, f"{i}", rng)
+            for i in range(first, last):
+                chunks, starts = _run_pair(servers, name, w, f"{i}", rng)
                 out.append(Pair(bare=_process(chunks["a"]), container=_process(chunks["b"])))
                 ready.append((float(starts["a"].get("startup_s") or 0), float(starts["b"].get("startup_s") or 0)))
                 for k in sides:
                     series[k].append([c["samples"] / c["seconds"] for c in chunks[k]])
+        first = last
+        if until is not None and until(out):
+            break
     return Comparison(tuple(out), tuple(ready), series)
 
 
-def _run_pair(servers: Mapping[str, Server], w: Workload, tag: str, rng: random.Random):
+def decide(benchmark, a: Side, b: Side, name: str, w: Size, label: str, tol, *, rounds: int | None = None,
+           design=None, budget_s: float = BUDGET_S, seed: int = 0, sides: tuple[str, str] = ("container", "bare metal")):
+    """Pairs until the verdict decides (`generator.suite.sequential`: looks after every batch of fresh
+    servers, an error rate spent across the looks), or the time budget or the design's last look ends
+    it; with `rounds`, exactly that many pairs and one look. Returns (Comparison, Verdict)."""
+    import time
+
+    from generator.suite import sequential
+
+    if rounds:      # a fixed number of pairs: one look, the whole error rate
+        design = sequential.Design(first=max(rounds, 3), step=PAIRS_PER_SERVER, max_pairs=max(rounds, 3))
+    design = design or sequential.Design()
+    start, verdicts = time.monotonic(), []
+
+    def until(pairs) -> bool:
+        n = len(pairs)
+        elapsed = time.monotonic() - start
+        out_of_time = elapsed * (n + PAIRS_PER_SERVER) / n > budget_s
+        if not (design.is_look(n) or out_of_time or n >= design.max_pairs):
+            return False
+        verdicts.append(sequential.look(label, pairs, tol, design, final=out_of_time or n >= design.max_pairs,
+                                        sides=sides))
+        return verdicts[-1].outcome != "continue"
+
+    run = (lambda: compare(a, b, name, w, rounds, seed=seed)) if rounds else \
+        (lambda: compare(a, b, name, w, until=until, seed=seed))
+    comp = benchmark.pedantic(run, rounds=1, iterations=1) if benchmark is not None else run()
+    if rounds:
+        verdicts.append(sequential.look(label, comp.pairs, tol, design, sides=sides))
+    return comp, verdicts[-1]
+
+
+def _run_pair(servers: Mapping[str, Server], name: str, w: Size, tag: str, rng: random.Random):
     """Fork one child on each side (random order), run their chunks ABBA, close them."""
     order = ["a", "b"] if rng.random() < 0.5 else ["b", "a"]
-    starts = {k: servers[k].request(f"spawn {k}{tag} {w.name} {' '.join(w.args)}") for k in order}
+    starts = {k: servers[k].request(f"spawn {k}{tag} {name} {' '.join(w.args)}") for k in order}
     chunks = {"a": [], "b": []}
     for c in range(w.chunks):
         for k in (order if c % 2 == 0 else order[::-1]):

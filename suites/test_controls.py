@@ -1,4 +1,4 @@
-"""Controls that make the overhead verdicts worth trusting (MEASURING.md).
+"""Controls that make the overhead verdicts worth trusting (docs/measuring.md).
 
 - A/A: the same machinery, bare vs bare and container vs container, must pass: no difference where
   there is none. With --aa-repeats N it is repeated and its 95% interval must cover 1.0 in at least
@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from generator.stats import estimate, verdict
+from generator.suite import result
+from generator.suite.stats import estimate
 from suites import harness
-from suites.conftest import need_runtime, run_options, tolerance
-from suites.workloads import CPU, DEFAULT_PAIRS, GPU
+from suites.plugin import DEFAULT_PAIRS, mode_of, need_runtime, run_options, size, tolerance
 
 WORKLOAD = "mnist"     # the cheapest to start: controls need many processes
-
-
-def control_workload(site):
-    return (GPU if site.gpu.stack != "none" else CPU)[WORKLOAD]
 
 
 def container(suite, site, images, cpu_pin, wrapper=()):
@@ -30,26 +26,32 @@ def container(suite, site, images, cpu_pin, wrapper=()):
     return harness.container_side(site, runtime, image, run_options(suite, runtime, env=cpu_pin), wrapper=wrapper)
 
 
+def bare(suite, site, bare_python, cpu_pin):
+    return harness.bare_side(site, bare_python("pytorch"), mode_of(suite, site.container.runtime), cpu_pin)
+
+
 def run(benchmark, a: harness.Side, b: harness.Side, site, pairs: int, seed: int = 0):
     if benchmark is None:
-        return harness.compare(a, b, control_workload(site), pairs, seed=seed)
-    return benchmark.pedantic(harness.compare, args=(a, b, control_workload(site), pairs),
+        return harness.compare(a, b, WORKLOAD, size(site, WORKLOAD), pairs, seed=seed)
+    return benchmark.pedantic(harness.compare, args=(a, b, WORKLOAD, size(site, WORKLOAD), pairs),
                               kwargs={"seed": seed}, rounds=1, iterations=1)
+
+
+def decide(benchmark, suite, site, a: harness.Side, b: harness.Side, label: str, tol, sides=("container", "bare metal")):
+    return harness.decide(benchmark, a, b, WORKLOAD, size(site, WORKLOAD), label, tol, rounds=suite.rounds, sides=sides)
 
 
 @pytest.mark.parametrize("kind", ["bare-bare", "container-container"])
 def test_aa_control_passes(benchmark, suite, site, images, bare_python, cpu_pin, verdicts, kind):
     tol = tolerance(suite, WORKLOAD)
-    side = (lambda: harness.bare_side(site, bare_python("pytorch"), cpu_pin)) if kind == "bare-bare" else \
+    side = (lambda: bare(suite, site, bare_python, cpu_pin)) if kind == "bare-bare" else \
         (lambda: container(suite, site, images, cpu_pin))
-    comp = run(benchmark, side(), side(), site, suite.rounds or DEFAULT_PAIRS)
-    est = estimate(comp.pairs)
     first, second = kind.split("-")
-    v = verdict(f"A/A {kind}", est, tol, sides=(f"{first} B", f"{second} A"))
+    _, v = decide(benchmark, suite, site, side(), side(), f"A/A {kind}", tol, sides=(f"{first} B", f"{second} A"))
     verdicts.append(v)
-    benchmark.extra_info.update(site=site.name, workload=WORKLOAD, metric="throughput", kind=kind, ratio=est.ratio,
-                                ci_low=est.low, ci_high=est.high, pairs=est.pairs, verdict=v.outcome,
-                                half_width=est.half_width)
+    result.record(benchmark, [result.of(v.estimate, v, site=site.name, workload=WORKLOAD, runtime=kind,
+                                        tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
+                                        extra={"half_width": v.estimate.half_width, "look": v.look})])
     assert v.outcome == "pass", v.message
 
 
@@ -58,12 +60,12 @@ def test_injected_slowdown_fails(benchmark, suite, site, images, bare_python, cp
     tol = tolerance(suite, WORKLOAD)
     slowdown = min(0.9, -2 * tol.lower)
     side = container(suite, site, images, cpu_pin, wrapper=harness.throttle_argv(slowdown))
-    comp = run(benchmark, harness.bare_side(site, bare_python("pytorch"), cpu_pin), side, site, suite.rounds or DEFAULT_PAIRS)
-    est = estimate(comp.pairs)
-    v = verdict(f"power test ({slowdown:.0%} injected)", est, tol)
+    _, v = decide(benchmark, suite, site, bare(suite, site, bare_python, cpu_pin), side,
+                  f"power test ({slowdown:.0%} injected)", tol)
     verdicts.append(v)
-    benchmark.extra_info.update(site=site.name, workload=WORKLOAD, injected=slowdown, ratio=est.ratio,
-                                ci_low=est.low, ci_high=est.high, pairs=est.pairs, verdict=v.outcome)
+    result.record(benchmark, [result.of(v.estimate, v, site=site.name, workload=WORKLOAD, runtime="power",
+                                        tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
+                                        extra={"injected": slowdown, "look": v.look})])
     assert v.outcome == "fail", f"an injected {slowdown:.0%} slowdown was not caught: {v.message}"
 
 
@@ -73,8 +75,7 @@ def test_aa_repeated_coverage(suite, site, bare_python, cpu_pin, record_property
         pytest.skip("slow: repeats the A/A control; enable with --aa-repeats 20")
     covered, results = 0, []
     for i in range(suite.aa_repeats):
-        python = bare_python("pytorch")
-        comp = run(None, harness.bare_side(site, python, cpu_pin), harness.bare_side(site, python, cpu_pin), site,
+        comp = run(None, bare(suite, site, bare_python, cpu_pin), bare(suite, site, bare_python, cpu_pin), site,
                    suite.rounds or DEFAULT_PAIRS, seed=i)
         est = estimate(comp.pairs, seed=i)
         covered += est.low <= 1.0 <= est.high

@@ -12,20 +12,27 @@ import os
 import random
 import shutil
 import subprocess
+import time
 
 import pytest
 
 from generator import launch, runtimes
-from generator.build import udocker_env
-from generator.stats import Pair, Process, estimate, verdict
+from generator.suite import result
+from generator.suite import sequential
+from generator.suite.stats import Pair, Process
 from suites import harness
-from suites.conftest import need_runtime, run_options, runtimes_under_test, tolerance
-from suites.options import SUITE
+from suites.plugin import SUITE, need_runtime, run_options, runtimes_under_test, tolerance
 
 RANKS = 2
-SIZES = "8,1048576"
-ARGS = ("--sizes", SIZES, "--iters", "1000", "--warmup", "100")
-RUNS = 16
+# Latency is heavy-tailed here (single runs reach 100x the rest): each process measures 8 small sizes and
+# is summarised by their median (docs/measuring.md); bandwidth by its 1 MiB figure.
+LATENCY_SIZES = tuple(str(s) for s in range(8, 16))
+BANDWIDTH_SIZES = tuple(str(s) for s in range(1 << 20, (1 << 20) + 8))     # 8 samples of 1 MiB
+SIZES = ",".join((*LATENCY_SIZES, *BANDWIDTH_SIZES))
+ARGS = ("--sizes", SIZES, "--iters", "300", "--warmup", "50")
+METRICS = (("latency_us", LATENCY_SIZES, "mpi_latency", True), ("bandwidth_MBps", BANDWIDTH_SIZES, "mpi_bandwidth", False))
+# Each pair is two launches (bare and container): looks after 8, 12, ..., 32 pairs.
+DESIGN = sequential.Design(first=8, step=4, max_pairs=32)
 
 
 def pytest_generate_tests(metafunc):
@@ -72,19 +79,18 @@ class Sides:
         self.site = site
         image = images.for_runtime("pytorch", runtime)
         opts = run_options(suite, runtime, mpi=True)
+        self.mode = opts.mode
         if runtime in ("podman", "docker"):
             # ranks in separate OCI containers meet through the host's /tmp (Open MPI's session directory)
             opts = runtimes.Options(**{**opts.__dict__, "binds": ("/tmp:/tmp",)})
-        inner = runtimes.resolved(runtimes.command(site, image, ("python3", "-m", "workloads.mpi", *ARGS), opts,
-                                                   runtime), os.environ)
+        inner = harness.container_run(site, runtime, image, ("python3", "-m", "workloads.mpi", *ARGS), opts,
+                                      {**site.container.env, **(inject or {})})
         env_names = sorted({*site.container.env, *(inject or {})})
         self.bare_argv = launcher_argv(site, env_names) + [python, "-m", "workloads.mpi", *ARGS]
         self.cont_argv = launcher_argv(site, env_names) + list(inner.argv)
-        self.bare_env = harness.bare_env(site)
-        self.cont_env = {**os.environ, **site.container.env, **inner.env, **(inject or {}),
-                         **(udocker_env() if runtime == "udocker" else {})}
-        for step in inner.setup:
-            subprocess.run(step, env=self.cont_env, check=True, capture_output=True)
+        self.bare_env = harness.bare_env(site, opts.mode)
+        self.cont_env = dict(inner.env)
+        harness.run_setup(inner)
 
     def pairs(self, runs: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
         rng, bare, cont = random.Random(seed), [], []
@@ -96,32 +102,55 @@ class Sides:
         return bare, cont
 
 
-def as_pairs(bare: list[dict], cont: list[dict], key: str, size: str, *, time: bool) -> list[Pair]:
+def as_pairs(bare: list[dict], cont: list[dict], key: str, sizes: tuple[str, ...], *, time: bool) -> list[Pair]:
     def proc(record):
-        value = float(record[key][size])
-        return Process(work=(1.0,), seconds=(value,)) if time else Process(work=(value,), seconds=(1.0,))
+        return Process.of_samples([float(record[key][s]) for s in sizes], time=time)
     return [Pair(proc(b), proc(c)) for b, c in zip(bare, cont)]
+
+
+def measure(sides: Sides, tols, runtime: str, rounds: int | None, budget_s: float = harness.BUDGET_S):
+    """Pairs in batches until every metric's verdict decides (the sequential design, each metric kept at
+    the look that decided it), the design's last look, or the time budget; a transport mismatch stops at
+    once. Returns (bare records, container records, {metric: Verdict})."""
+    design = sequential.Design(first=rounds, step=rounds, max_pairs=rounds) if rounds else DESIGN
+    bare, cont, decided, start = [], [], {}, time.monotonic()
+    while True:
+        b, c = sides.pairs(design.step if bare else design.first, seed=len(bare))
+        bare, cont = bare + b, cont + c
+        n = len(bare)
+        if transport_problem(bare[0], cont[0]):
+            return bare, cont, decided
+        out_of_time = (time.monotonic() - start) * (n + design.step) / n > budget_s
+        final = out_of_time or n >= design.max_pairs
+        if not (design.is_look(n) or final):
+            continue
+        for key, sizes, metric, is_time in METRICS:
+            if metric not in decided or decided[metric].outcome == "continue":
+                decided[metric] = sequential.look(f"{metric} ({runtime})", as_pairs(bare, cont, key, sizes, time=is_time),
+                                                  tols[metric], design, final=final)
+        if all(v.outcome != "continue" for v in decided.values()):
+            return bare, cont, decided
 
 
 def test_mpi_bare_vs_container(benchmark, suite, site, images, bare_python, verdicts, runtime):
     sides = Sides(suite, site, images, bare_python("pytorch"), runtime)
-    bare, cont = benchmark.pedantic(sides.pairs, args=(suite.rounds or RUNS,), rounds=1, iterations=1)
+    tols = {metric: tolerance(suite, metric) for _, _, metric, _ in METRICS}
+    bare, cont, decided = benchmark.pedantic(measure, args=(sides, tols, runtime, suite.rounds), rounds=1, iterations=1)
     problem = transport_problem(bare[0], cont[0])
     assert problem is None, f"mpi ({runtime}): {problem}"
     results = []
-    for key, size, metric, time in (("latency_us", "8", "mpi_latency", True),
-                                    ("bandwidth_MBps", "1048576", "mpi_bandwidth", False)):
-        tol = tolerance(suite, metric)
-        est = estimate(as_pairs(bare, cont, key, size, time=time))
-        v = verdict(f"{metric} ({runtime})", est, tol)
+    for key, sizes, metric, is_time in METRICS:
+        v, tol = decided[metric], tols[metric]
+        pairs = as_pairs(bare, cont, key, sizes, time=is_time)
         verdicts.append(v)
-        results.append(v)
-        benchmark.extra_info[metric] = {"ratio": est.ratio, "ci_low": est.low, "ci_high": est.high,
-                                        "pairs": est.pairs, "verdict": v.outcome, "message": v.message,
-                                        "bare": [b[key][size] for b in bare], "container": [c[key][size] for c in cont]}
-    benchmark.extra_info.update(site=site.name, runtime=runtime, workload="mpi", transport=cont[0].get("transport"),
-                                library=cont[0].get("library_version"))
-    failed = [v.message for v in results if v.outcome != "pass"]
+        results.append(result.of(v.estimate, v, site=site.name, workload="mpi", runtime=runtime, mode=sides.mode,
+                                 metric=metric, tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
+                                 bare=tuple(p.bare.speed() for p in pairs),
+                                 container=tuple(p.container.speed() for p in pairs),
+                                 extra={"transport": cont[0].get("transport"), "look": v.look,
+                                        "library": cont[0].get("library_version")}))
+    result.record(benchmark, results)
+    failed = [v.message for v in decided.values() if v.outcome != "pass"]
     assert not failed, "; ".join(failed)
 
 

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from generator.stats import estimate, verdict
+from generator.suite import result
 from suites import harness
-from suites.conftest import RECIPE_OF, need_runtime, run_options, runtimes_under_test, tolerance
-from suites.workloads import CPU, DEFAULT_PAIRS, GPU
-from suites.options import SUITE
-
-STEADY = ("cnn", "gan3d", "resnet", "mnist", "llm")
+from suites.plugin import REGISTRY, SUITE, need_runtime, run_options, runtimes_under_test, size, tolerance
+from workloads.registry import STEADY
 
 
 def pytest_generate_tests(metafunc):
@@ -24,36 +21,25 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("workload,runtime", cases, ids=[f"{w}-{r}" for w, r in cases])
 
 
-def sizes(site):
-    return GPU if site.gpu.stack != "none" else CPU
-
-
-def record(benchmark, site, runtime, image, mode, workload, metric, comp, est, v, tol) -> None:
-    benchmark.extra_info.update({
-        "site": site.name, "runtime": runtime, "image": image, "mode": mode, "workload": workload,
-        "metric": metric, "ratio": est.ratio, "ci_low": est.low, "ci_high": est.high, "pairs": est.pairs,
-        "verdict": v.outcome, "message": v.message, "tolerance": [tol.reference, tol.lower, tol.upper, tol.unit],
-        "bare_speed": [p.bare.speed() for p in comp.pairs], "container_speed": [p.container.speed() for p in comp.pairs],
-        "bare_chunks": comp.series.get("a", []), "container_chunks": comp.series.get("b", []),
-        "ready_s": [list(r) for r in comp.ready_s],
-    })
-
-
 def test_overhead(benchmark, suite, site, images, bare_python, cpu_pin, verdicts, workload, runtime):
     need_runtime(suite, runtime)
     tol = tolerance(suite, workload)
-    w = sizes(site)[workload]
-    image = images.for_runtime(RECIPE_OF[workload], runtime)
+    w = size(site, workload)
+    recipe = REGISTRY[workload].recipe
+    image = images.for_runtime(recipe, runtime)
     opts = run_options(suite, runtime, env=cpu_pin)
-    pairs = suite.rounds or DEFAULT_PAIRS
     try:
-        bare = harness.bare_side(site, bare_python(RECIPE_OF[workload]), cpu_pin)
+        bare = harness.bare_side(site, bare_python(recipe), opts.mode, cpu_pin)
         cont = harness.container_side(site, runtime, image, opts)
-        comp = benchmark.pedantic(harness.compare, args=(bare, cont, w, pairs), rounds=1, iterations=1)
+        comp, v = harness.decide(benchmark, bare, cont, workload, w, f"{workload} ({runtime})", tol,
+                                 rounds=suite.rounds)
     except harness.CannotRunHere as exc:
         pytest.skip(f"{workload} cannot run here: {str(exc).splitlines()[-1][:200]}")
-    est = estimate(comp.pairs)
-    v = verdict(f"{workload} ({runtime})", est, tol)
-    record(benchmark, site, runtime, image, opts.mode, workload, "throughput", comp, est, v, tol)
+    result.record(benchmark, [result.of(
+        v.estimate, v, site=site.name, workload=workload, runtime=runtime, mode=opts.mode, metric="throughput",
+        tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
+        bare=tuple(p.bare.speed() for p in comp.pairs), container=tuple(p.container.speed() for p in comp.pairs),
+        extra={"image": image, "look": v.look, "bare_chunks": comp.series.get("a", []), "container_chunks": comp.series.get("b", []),
+               "ready_s": [list(r) for r in comp.ready_s]})])
     verdicts.append(v)
     assert v.outcome == "pass", v.message

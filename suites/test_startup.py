@@ -3,20 +3,16 @@ steady-state throughput (a container adds its own start: namespaces, mounts, ima
 
 from __future__ import annotations
 
-import os
 import random
 import statistics
 import subprocess
 import time
 
-import pytest
 
-from generator import runtimes
-from generator.build import udocker_env
-from generator.stats import Pair, Process, Verdict, estimate, verdict
+from generator.suite import result
+from generator.suite.stats import Pair, Process, Verdict, estimate, verdict
 from suites import harness
-from suites.conftest import need_runtime, run_options, runtimes_under_test
-from suites.options import SUITE
+from suites.plugin import SUITE, need_runtime, run_options, runtimes_under_test
 
 ARGS = ("--threads", "1", "--batch-size", "8", "--limit-samples", "256", "--steps", "1", "--warmup", "0")
 RUNS = 4
@@ -37,12 +33,11 @@ def wall(argv, env) -> float:
 def test_startup(benchmark, suite, site, images, bare_python, verdicts, runtime):
     need_runtime(suite, runtime)
     image = images.for_runtime("pytorch", runtime)
-    cmd = runtimes.resolved(runtimes.command(site, image, ("python3", "-m", "workloads.mnist", *ARGS),
-                                             run_options(suite, runtime), runtime), os.environ)
-    cont = (cmd.standalone(), {**os.environ, **cmd.env, **(udocker_env() if runtime == "udocker" else {})})
-    for step in cmd.setup:
-        subprocess.run(step, env=cont[1], check=True, capture_output=True)
-    bare = ((bare_python("pytorch"), "-m", "workloads.mnist", *ARGS), harness.bare_env(site))
+    opts = run_options(suite, runtime)
+    side = harness.container_run(site, runtime, image, ("python3", "-m", "workloads.mnist", *ARGS), opts)
+    harness.run_setup(side)
+    cont = (side.argv, dict(side.env))
+    bare = ((bare_python("pytorch"), "-m", "workloads.mnist", *ARGS), harness.bare_env(site, opts.mode))
     rng = random.Random(0)
 
     def measure():
@@ -56,15 +51,14 @@ def test_startup(benchmark, suite, site, images, bare_python, verdicts, runtime)
 
     times = benchmark.pedantic(measure, rounds=1, iterations=1)
     extra = statistics.median(c - b for b, c in times)
-    benchmark.extra_info.update(site=site.name, runtime=runtime, workload="mnist", metric="startup_s",
-                                bare=[b for b, _ in times], container=[c for _, c in times], median_extra_s=extra)
-    tol = (suite.site.tolerances.get("startup"))
+    tol = suite.site.tolerances.get("startup")
     message = (f"startup ({runtime}): container adds {extra:+.2f} s to a cold start "
                f"(bare median {statistics.median(b for b, _ in times):.2f} s, {len(times)}+{len(times)} processes)")
-    if tol is None:
-        verdicts.append(Verdict("info", message, 0))
-        return
     est = estimate([Pair(Process((1.0,), (b,)), Process((1.0,), (c,))) for b, c in times])
-    v = verdict(f"startup ({runtime})", est, tol)
+    v = verdict(f"startup ({runtime})", est, tol) if tol else Verdict("info", message, 0)
     verdicts.append(v)
-    assert v.outcome == "pass", v.message
+    result.record(benchmark, [result.of(
+        est, v, site=site.name, workload="mnist", runtime=runtime, mode=opts.mode, metric="startup_s",
+        tolerance=(tol.reference, tol.lower, tol.upper, tol.unit) if tol else None,
+        bare=tuple(b for b, _ in times), container=tuple(c for _, c in times), extra={"median_extra_s": extra})])
+    assert v.outcome in ("pass", "info"), v.message

@@ -14,7 +14,7 @@ import pytest
 from generator import catalog, launch, render, runtimes
 from generator.lint.engine import lint_text
 from generator.lint.model import target_of
-from suites.options import SUITE
+from suites.plugin import SUITE
 
 FORMATS = ("docker", "apptainer")
 
@@ -31,7 +31,7 @@ def pytest_generate_tests(metafunc):
 
 
 def test_recipe_generates_and_lints_clean(site, recipe, fmt):
-    text = render.render(site, recipe, fmt)
+    text = render.recipe_text(site, recipe, fmt)
     findings = lint_text(text, f"{site.name}/{recipe}.{fmt}", target=target_of(site))
     assert not findings, "\n".join(str(f) for f in findings)
 
@@ -39,7 +39,7 @@ def test_recipe_generates_and_lints_clean(site, recipe, fmt):
 def test_launch_script_fits_the_site(site, launch_case, tmp_path):
     runtime, mode, bare = launch_case
     nodes = 2 if site.host.launcher != "none" else 1
-    script = launch.render(site, launch.Job(recipe="pytorch", workload="cnn", nodes=nodes, mode=mode,
+    script = launch.script(site, launch.Job(recipe="pytorch", workload="cnn", nodes=nodes, mode=mode,
                                             runtime=runtime, bare=bare))
     assert script.startswith("#!/bin/bash") and "set -euo pipefail" in script
     for module in (*site.host.modules, *site.mpi.modules):
@@ -52,7 +52,7 @@ def test_launch_script_fits_the_site(site, launch_case, tmp_path):
         assert key in script, f"run environment {key} is not set"
     if not bare:
         opts = runtimes.Options(mode=mode, gpus=site.gpu.count_per_node)
-        for flag in runtimes.GPU_FLAGS.get(runtime, {}).get(site.gpu.vendor, ()):
+        for flag in runtimes.PLATFORMS[runtime].gpu_flags.get(site.gpu.vendor, ()):
             assert flag in script, f"GPU flag {flag} missing for {site.gpu.vendor} GPUs"
         if mode == "bind" and runtime != "podman-hpc":   # podman-hpc's --mpi module mounts the host MPI itself
             for path in site.container.bind.paths:

@@ -3,7 +3,7 @@
 hpccm's blocks emit a few patterns that hadolint and shellcheck flag: `cd DIR && ./configure`
 inside RUN (DL3003), unpinned distro packages (DL3008/DL3033) and, in definitions, a glob
 `source` (SC1090). `lint_clean(cls)` makes a subclass of an hpccm block (or of one of ours)
-that renders its instruction objects through `render()`, which fixes those patterns on the
+that renders its instruction objects through `render_item()`, which fixes those patterns on the
 objects before they become text:
 
 * a `shell` primitive that changes directory is emitted, for Docker, as `WORKDIR DIR` + the
@@ -112,9 +112,9 @@ def render_shell(item: shell) -> str:
 def render_packages(item: bb_instructions, pinned: bool = False) -> str:
     """A distro-package install with the ignore (and its reason) unless everything is pinned."""
     if pinned:
-        return render(item, packages_ok=True)
+        return render_item(item, packages_ok=True)
     if docker():
-        body = render(item, packages_ok=True)
+        body = render_item(item, packages_ok=True)
         return f"# {PIN_REASON}\n# hadolint ignore={pin_rule()}\n{body}" if body else ""
     out = []
     for sub in _items(item):
@@ -128,7 +128,7 @@ def render_packages(item: bb_instructions, pinned: bool = False) -> str:
                 commands.append(command)
             out.append(str(shell(commands=commands, chdir=sub.chdir)))
         else:
-            out.append(render(sub))
+            out.append(render_item(sub))
     return "\n".join(s for s in out if s)
 
 
@@ -141,7 +141,7 @@ def render_environment(item: environment) -> str:
     return str(environment(variables=quoted, _export=item._environment__export, _app=item._app))
 
 
-def render(item, packages_ok: bool = False) -> str:
+def render_item(item, packages_ok: bool = False) -> str:
     """Render an hpccm instruction (primitive, building block or text) lint-clean."""
     if isinstance(item, str):
         return item
@@ -152,7 +152,7 @@ def render(item, packages_ok: bool = False) -> str:
     if isinstance(item, environment):
         return render_environment(item)
     if isinstance(item, bb_instructions):
-        return "\n".join(s for s in (render(x, packages_ok) for x in _items(item)) if s)
+        return "\n".join(s for s in (render_item(x, packages_ok) for x in _items(item)) if s)
     return str(item)
 
 
@@ -174,15 +174,15 @@ def lint_clean(cls, parallel: bool = False, env: bool = False):
             self._clean_env = dict(self.environment_variables) if env else {}
 
         def _clean_env_text(self) -> str:
-            return render(environment(variables=self._clean_env)) if self._clean_env else ""
+            return render_item(environment(variables=self._clean_env)) if self._clean_env else ""
 
         def __str__(self) -> str:
-            return "\n".join(s for s in [*(render(x) for x in _items(self)), self._clean_env_text()] if s)
+            return "\n".join(s for s in [*(render_item(x) for x in _items(self)), self._clean_env_text()] if s)
 
     if hasattr(cls, "runtime"):
         def runtime(self, _from: str = "0") -> str:
             text = cls.runtime(self, _from=_from)
-            text = render(self.rt) if len(self.rt) else text
+            text = render_item(self.rt) if len(self.rt) else text
             return "\n".join(s for s in (text, self._clean_env_text()) if s)
 
         Clean.runtime = runtime

@@ -36,7 +36,7 @@ class ospackages(hpccm_packages):  # noqa: N801 - hpccm naming
     def __init__(self, *, packages: Sequence[str], pins: Mapping[str, str] | None = None, **kwargs) -> None:
         pins = pins or {}
         self.pinned = all(p in pins for p in packages)
-        super().__init__(ospackages=[f"{p}={pins[p]}" if p in pins else p for p in packages], **kwargs)
+        super().__init__(ospackages=[shlex.quote(f"{p}={pins[p]}" if p in pins else p) for p in packages], **kwargs)
 
 
 ospackages = lint_clean(ospackages)
@@ -95,6 +95,7 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
             env = f"PIP_CERT={CA_SECRET} "
         wheel_dir = "/wheels" if docker() else WHEELS_STAGING
         wheel_paths = [posixpath.join(wheel_dir, posixpath.basename(w)) for w in wheels]
+        q = shlex.quote     # site values: validated at load, quoted here all the same
         if wheels and docker():
             mounts.append("--mount=type=bind,source=wheels,target=/wheels")
 
@@ -102,14 +103,14 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
         if wheels and not docker():
             self += copy(files={w: p for w, p in zip(wheels, wheel_paths)})
         venv_flags = " --system-site-packages" if system_site_packages else ""
-        commands = [f"{python} -m venv{venv_flags} {VENV}"]
+        commands = [f"{q(python)} -m venv{venv_flags} {VENV}"]
         for index, reqs in index_packages:
-            commands.append(f"{env}{pip} --index-url {index} {' '.join(reqs)}")
+            commands.append(f"{env}{pip} --index-url {q(index)} {' '.join(map(q, reqs))}")
         if wheel_paths or requirements:
-            commands.append(f"{env}{pip} {' '.join(wheel_paths + list(requirements))}")
+            commands.append(f"{env}{pip} {' '.join(map(q, wheel_paths + list(requirements)))}")
         if mpi4py:
             version, mpicc = mpi4py
-            commands.append(f"{env}MPICC={mpicc} {pip} --no-binary=mpi4py mpi4py=={version}")
+            commands.append(f"{env}MPICC={q(mpicc)} {pip} --no-binary=mpi4py {q(f'mpi4py=={version}')}")
         if wheels and not docker():
             commands.append(self.cleanup_step(items=[WHEELS_STAGING]))
         self += shell(commands=commands, _arguments=" ".join(mounts)) if mounts else shell(commands=commands)
@@ -126,7 +127,7 @@ python_env = lint_clean(python_env)
 
 
 class payload(bb_base):  # noqa: N801
-    """The workloads package (recipes/workloads in the build context), importable as `workloads`."""
+    """The workloads package (workloads/ in the build context), importable as `workloads`."""
 
     def __init__(self, *, src: str = "workloads") -> None:
         super().__init__()
@@ -143,7 +144,7 @@ class finish(bb_base):  # noqa: N801
         self += label(metadata=dict(sorted(labels.items())))
         if docker():
             # Apptainer runs as the calling user; Docker-style runtimes get an unprivileged one.
-            self += shell(commands=[f"useradd --create-home --uid 10001 --user-group {user}"])
+            self += shell(commands=[f"useradd --create-home --uid 10001 --user-group {shlex.quote(user)}"])
             self += raw(docker="USER 10001:10001")
         self += raw(docker="CMD " + json.dumps(list(command)),
                     singularity="%runscript\n    exec " + shlex.join(command) + ' "$@"')

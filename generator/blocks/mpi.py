@@ -4,7 +4,7 @@ replaced by the host's Cray MPICH, and Intel MPI of the host's exact version."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import hpccm.building_blocks as hbb
 from hpccm.building_blocks.base import bb_base

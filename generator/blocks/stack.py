@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import hpccm
-from hpccm.primitives.comment import comment
 
 from .. import __version__
 from ..plan import Plan
@@ -20,7 +19,6 @@ HPCCM_DISTRO_KEYWORD = {"ubuntu": "ubuntu", "debian": "ubuntu", "rockylinux": "r
 PREFIX = {"libfabric": "/usr/local/libfabric", "libcxi": "/usr/local/cxi", "psm2": "/usr/local/psm2",
           "ucx": "/usr/local/ucx", "mpich": "/usr/local/mpich", "openmpi": "/usr/local/openmpi",
           "aws-ofi": "/usr/local/aws-ofi", "knem": "/usr/local/knem", "gdrcopy": "/usr/local/gdrcopy"}
-GPU_HOME = {"rocm": "/opt/rocm", "cuda": "/usr/local/cuda"}
 # The build stage's Python (+ a compiler and headers when mpi4py is built from source); what a run needs.
 DEVEL_PACKAGES = ("ca-certificates", "python3", "python3-venv", "wget")
 COMPILE_PACKAGES = ("build-essential", "python3-dev")
@@ -45,7 +43,7 @@ def comm_stack(site: Site, p: Plan) -> list:
     pins = site.software.distro_pins
     if p.mpi.source == "distro":
         return [mpi.distro_mpi(flavour=p.mpi.flavour, pins=pins)]
-    cuda = GPU_HOME["cuda"] if site.gpu.stack == "cuda" else False
+    cuda = p.cuda_home or False
     blocks: list = []
     if p.verbs:
         blocks.append(fabric.rdma_core(pins=pins))
@@ -64,8 +62,8 @@ def comm_stack(site: Site, p: Plan) -> list:
                               knem=PREFIX["knem"], gdrcopy=PREFIX["gdrcopy"] if cuda else ""))
     if p.mpi.flavour == "openmpi":
         extra = {"with_ofi": PREFIX["libfabric"]} if p.libfabric else {}
-        if site.mpi.pmi == "pmix":
-            extra["pmix"] = "internal"
+        if p.pmix:
+            extra["pmix"] = p.pmix
         blocks.append(mpi.openmpi(version=str(p.mpi.version), prefix=PREFIX["openmpi"], ldconfig=True, cuda=cuda,
                                   ucx=PREFIX["ucx"] if p.ucx else False, infiniband=False, **extra))
     elif p.mpi.flavour == "mpich":
@@ -74,7 +72,7 @@ def comm_stack(site: Site, p: Plan) -> list:
         blocks.append(mpi.intel_mpi(version=str(p.mpi.version), libfabric=PREFIX["libfabric"] if p.libfabric else ""))
     if p.net_plugin:
         blocks.append(fabric.aws_ofi(version=str(p.net_plugin_version), gpu=site.gpu.stack,
-                                     libfabric=PREFIX["libfabric"], gpu_home=GPU_HOME[site.gpu.stack],
+                                     libfabric=PREFIX["libfabric"], gpu_home=p.gpu_home,
                                      prefix=PREFIX["aws-ofi"]))
     return blocks
 
@@ -101,13 +99,12 @@ class PythonSpec:
 def python_spec(site: Site, p: Plan, extra: Sequence[str] = ()) -> PythonSpec:
     """torch for the GPU stack (index or local wheel), mpi4py on the container MPI, the recipe's extras."""
     sw = site.software
-    distro_mpi4py = p.mpi.source == "distro"
     return PythonSpec(
         index_packages=() if p.torch_wheel else ((p.torch_index, (f"torch=={sw.torch}",)),),
         wheels=(p.torch_wheel,) if p.torch_wheel else (),
         requirements=tuple(extra),
-        mpi4py=None if distro_mpi4py or p.mpi.flavour == "none" else (str(sw.mpi4py), mpicc(p)),
-        system_site_packages=distro_mpi4py)
+        mpi4py=(str(sw.mpi4py), mpicc(p)) if p.mpi4py == "source" else None,
+        system_site_packages=p.mpi4py == "distro")
 
 
 def python_blocks(site: Site, p: Plan, extra: Sequence[str] = ()) -> python_env:
@@ -127,14 +124,13 @@ def two_stage(site: Site, recipe: str, p: Plan, build: Sequence, keep: Sequence,
     """
     devel = hpccm.Stage(name="devel")
     devel += base(site, "devel", "devel")
-    compiles = p.mpi.source != "distro" and p.mpi.flavour != "none"   # mpi4py from source
-    devel += ospackages(packages=sorted({*DEVEL_PACKAGES, *(COMPILE_PACKAGES if compiles else ())}))
+    devel += ospackages(packages=sorted({*DEVEL_PACKAGES, *(COMPILE_PACKAGES if p.compiles else ())}))
     for block in [*build, *keep]:
         devel += block
 
     rt = hpccm.Stage(name="runtime")
     rt += base(site, "runtime", "runtime")
-    distro_py = ["python3-mpi4py"] if p.mpi.source == "distro" and p.mpi.flavour != "none" else []
+    distro_py = ["python3-mpi4py"] if p.mpi4py == "distro" else []
     rt += ospackages(packages=sorted({*RUNTIME_PACKAGES, *runtime_packages, *distro_py}),
                      pins=site.software.distro_pins)
     rt += devel.runtime(_from="devel", exclude=list(BUILD_ONLY))

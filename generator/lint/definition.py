@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import did_you_mean
-from . import shell
-from .model import Target
+from . import dockerfile, shell
+from .model import Target, split_lines
 from .tools import Script
 
 SECTIONS = ("setup", "files", "environment", "post", "runscript", "startscript", "test", "labels", "help",
@@ -28,13 +28,19 @@ APP_SECTIONS = ("appinstall", "appfiles", "appenv", "apprun", "appstart", "appte
 ONCE = ("runscript", "startscript", "test", "help", "arguments", "apprun", "appstart", "apptest", "apphelp")
 HEADERS = ("bootstrap", "from", "includecmd", "mirrorurl", "updateurl", "osversion", "include", "library",
            "registry", "namespace", "stage", "product", "user", "regcode", "productpgp", "registerurl", "modules",
-           "fingerprints", "confurl", "setopt")
+           "fingerprints", "confurl", "setopt", "target", "frontend", "filename", "buildargs")
 # agent → required header keywords (each a tuple of alternatives)
 AGENTS: dict[str, tuple[tuple[str, ...], ...]] = {
     **{a: (("from",),) for a in ("docker", "docker-archive", "docker-daemon", "oci", "oci-archive", "localimage",
                                   "library", "shub", "oras")},
     "yum": (("mirrorurl",),), "zypper": (("mirrorurl", "product"),), "busybox": (("mirrorurl",),),
     "debootstrap": (("mirrorurl",), ("osversion",)), "arch": (), "scratch": (),
+    "dnf": (("mirrorurl",),), "buildkit": (), "dockerfile": (),
+}
+# agent → (first Apptainer, first Singularity/SingularityCE) that knows it; None = not there.
+# From internal/pkg/build/conveyorPacker.go of apptainer/apptainer and sylabs/singularity at each release tag.
+AGENT_SINCE: dict[str, tuple[tuple[int, ...] | None, tuple[int, ...] | None]] = {
+    "oras": ((0,), (3, 3)), "dnf": ((1, 4), (4, 3)), "buildkit": ((1, 5), None), "dockerfile": ((1, 5), None),
 }
 RUN_SCRIPTS = ("post", "setup", "pre")                                 # run as /bin/sh -ex, -c picks the shell
 SHEBANG_SCRIPTS = ("runscript", "startscript", "test", "apprun", "appstart", "apptest")
@@ -105,11 +111,11 @@ def _stage(lines: Sequence[tuple[int, str]]) -> Stage | None:
     sections = []
     while i < len(lines):
         number, text = lines[i]
-        word, _, args = text.strip().partition(" ")
+        word, args = (text.strip().split(None, 1) + [""])[:2]
         name = word.lstrip("%").lower()
         app = ""
         if name in APP_SECTIONS:
-            app, _, args = args.strip().partition(" ")
+            app, args = (args.strip().split(None, 1) + ["", ""])[:2]
         i += 1
         start = i
         while i < len(lines) and not _is_section(lines[i][1]):
@@ -123,7 +129,7 @@ def _stage(lines: Sequence[tuple[int, str]]) -> Stage | None:
 
 def parse(text: str) -> tuple[Stage, ...]:
     """The stages of a definition (a leading part with only comments is no stage)."""
-    lines = list(enumerate(text.splitlines(), 1))
+    lines = list(enumerate(split_lines(text), 1))
     starts = [k for k, (_, t) in enumerate(lines) if re.match(r"bootstrap:", t, re.I)]
     bounds = sorted({0, *starts, len(lines)})
     stages = (_stage(lines[a:b]) for a, b in zip(bounds, bounds[1:]))
@@ -200,7 +206,7 @@ def _label(stage: Stage, index: int) -> str:
     return f"stage '{stage.name}'" if stage.name else f"stage {index + 1}"
 
 
-def check_header(stage: Stage, index: int) -> list[Hit]:
+def check_header(stage: Stage, index: int, target: Target = Target()) -> list[Hit]:
     hits: list[Hit] = []
     where = _label(stage, index)
     if not stage.header or stage.header[0].key != "bootstrap":
@@ -218,6 +224,11 @@ def check_header(stage: Stage, index: int) -> list[Hit]:
     if agent not in AGENTS:
         hits.append((boot.line, "AP002", f"unknown bootstrap agent `{boot.value}` ({did_you_mean(agent, AGENTS)})"))
         return hits
+    since = AGENT_SINCE.get(agent)
+    if since and not target.knows(*since):
+        first = {"apptainer": since[0], "singularity": since[1]}[target.name]
+        need = f"{target.name} {'.'.join(map(str, first))} or later" if first else f"Apptainer, not {target.name}"
+        hits.append((boot.line, "AP002", f"`Bootstrap: {agent}` needs {need} (target {target})"))
     for alternatives in AGENTS[agent]:
         if not any((stage.get(k) and stage.get(k).value) for k in alternatives):
             need = " or ".join(f"`{k.capitalize() if k != 'mirrorurl' else 'MirrorURL'}:`" for k in alternatives)
@@ -310,6 +321,8 @@ def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int,
                    shell_args: Sequence[str]) -> list[tuple[int, str, str, frozenset[str]]]:
     hits = []
     no_cache_lines = [n for n, t in lines if re.search(r"\bPIP_NO_CACHE_DIR=\S", t)]
+    pairs = shell.tracked(commands)
+    piped = [f for chain in shell.pipelines(commands).values() if (f := shell.is_pipe_to_shell(chain))]
     for k, c in enumerate(commands):
         later = commands[k + 1:]
         inst = shell.install(c)
@@ -337,10 +350,20 @@ def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int,
             if not shell.pip_no_cache(inst, any(n < c.line for n in no_cache_lines)):
                 hits.append((c.line, "DL3042", "pip install without --no-cache-dir keeps its cache in the image",
                              c.ignore))
-        path = shell.download(c)
-        if path and not any(shell.removes(d, path) for d in later):
+        path = shell.downloaded(c, pairs[k][1])
+        if path and not shell.deleted(path, pairs[k + 1:]):
             hits.append((c.line, "AP016", f"{path} is downloaded here and never deleted in %post", c.ignore))
-        if c.op in ("|", "|&") and not pipefail_at(c.line, shell_name, shell_args, commands):
+        url = shell.fetched_url(c)
+        if url and c not in piped and not any(shell.verifies(d) for d in later):
+            hits.append((c.line, "GR004", f"{url} is downloaded without a checksum or signature check", c.ignore))
+        what = shell.insecure(c)
+        if what:
+            hits.append((c.line, "GR007", f"`{c.program} ... {what}` turns signature or TLS checks off", c.ignore))
+        where = shell.substituted(c)
+        if where:
+            hits.append((c.line, "GR008", f"a command substitution decides {where}", c.ignore))
+        if c.op in ("|", "|&") and c.program not in ("echo", "printf") \
+                and not pipefail_at(c.line, shell_name, shell_args, commands):     # echo/printf cannot fail
             hits.append((c.line, "DL4006", f"pipe in %post without pipefail ({shell_name} runs it): a failure "
                                            f"left of `|` does not stop the build", c.ignore))
     for chain in shell.pipelines(commands).values():
@@ -356,7 +379,7 @@ def pragma_lines(text: str, stages: Sequence[Stage]) -> dict[int, frozenset[str]
     non-comment line, and inside scripts that line's continuation lines."""
     out: dict[int, frozenset[str]] = {}
     pending: frozenset[str] = frozenset()
-    for number, t in enumerate(text.splitlines(), 1):
+    for number, t in enumerate(split_lines(text), 1):
         if not t.strip():
             continue
         if t.lstrip().startswith("#"):
@@ -383,7 +406,7 @@ def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int,
         return [(1, "AP001", "no `Bootstrap:` header and no sections: not a definition")], [], {}
     names: list[str] = []
     for k, stage in enumerate(stages):
-        hits += check_header(stage, k)
+        hits += check_header(stage, k, target)
         if stage.name and stage.name in names:
             line = stage.get("stage").line
             hits.append((line, "AP006", f"stage name '{stage.name}' is used twice: `%files from {stage.name}` "
@@ -396,6 +419,10 @@ def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int,
         hits += check_sections(stage, k, names, target)
         hits += [(line, rule, msg) for line, rule, msg, ignore in check_post(stage) if rule not in ignore]
         names.append(stage.name)
+    if len(stages) == 1:
+        commands = shell.split_script(post_script(stages[0]))[0]
+        hits += [h for h in dockerfile.toolchain_left(commands)
+                 if h[1] not in next((c.ignore for c in commands if c.line == h[0]), frozenset())]
     ignored = pragma_lines(text, stages)
     hits = [h for h in hits if h[1] not in ignored.get(h[0], frozenset())]
     return hits, [s for stage in stages for s in scripts(stage)], ignored

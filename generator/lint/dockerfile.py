@@ -14,11 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import shell
+from .model import split_lines
 
 _HADOLINT_PRAGMA = re.compile(r"^\s*#\s*hadolint\s+ignore=([A-Za-z0-9_,\s]+?)\s*$")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 _FLAG = re.compile(r"^--[a-z-]+(=\S*)?$")
 ROOT = ("root", "0", "0:0", "root:root")
+# official distribution images: no WORKDIR set, so their steps run in /
+DISTRO = re.compile(r"^(docker\.io/)?(library/)?(debian|ubuntu|rockylinux|centos|almalinux|fedora|alpine|busybox|"
+                    r"amazonlinux|oraclelinux|opensuse/[a-z]+|scratch)([:@]|$)", re.I)
 
 Hit = tuple[int, str, str]
 
@@ -71,7 +75,7 @@ def escape_char(lines: Sequence[str]) -> str:
 
 
 def parse(text: str) -> list[Instruction]:
-    lines = text.splitlines()
+    lines = split_lines(text)
     esc = escape_char(lines)
     out, block, i = [], [], 0
     while i < len(lines):
@@ -92,7 +96,7 @@ def parse(text: str) -> list[Instruction]:
             parts[-1] = parts[-1].rstrip()[:-1]
             parts.append(lines[i])
         joined = " ".join(p.strip() for p in parts)
-        keyword, _, args = joined.partition(" ")
+        keyword, args = (joined.split(None, 1) + [""])[:2]       # any whitespace after the keyword
         keyword = keyword.upper()
         heredoc = False
         if keyword in ("RUN", "COPY", "ADD"):
@@ -146,37 +150,123 @@ def user_of(stage: Stage, all_stages: Sequence[Stage]) -> str | None:
     return user_of(parent, [s for s in all_stages if s is not stage]) if parent else None
 
 
-def deleted_later(stage: Stage, ins: Instruction, path: str, text_lines: Sequence[str]) -> Instruction | None:
+def workdirs(stage: Stage, all_stages: Sequence[Stage]) -> dict[int, str | None]:
+    """The working directory each instruction of the stage runs in (by start line; None: unknown,
+    i.e. inherited from an image we cannot see), following WORKDIR and `FROM <earlier stage>`."""
+    parent = next((s for s in all_stages if s.name and s.name == stage.image and s is not stage), None)
+    if parent is not None:
+        inherited = final_workdir(parent, [s for s in all_stages if s is not stage])
+    else:
+        inherited = "/" if DISTRO.match(stage.image) else None
+    out, cwd = {}, inherited
+    for ins in stage.instructions:
+        out[ins.start] = cwd
+        if ins.keyword == "WORKDIR":
+            target = ins.args.strip().strip("\"'")
+            cwd = shell.absolute(target, cwd) if target and "$" not in target else None
+    return out
+
+
+def final_workdir(stage: Stage, all_stages: Sequence[Stage]) -> str | None:
+    if not stage.instructions:
+        return workdirs(stage, all_stages).get(stage.start.start)
+    last = stage.instructions[-1]
+    cwd = workdirs(stage, all_stages)[last.start]
+    if last.keyword == "WORKDIR":
+        target = last.args.strip().strip("\"'")
+        cwd = shell.absolute(target, cwd) if target and "$" not in target else None
+    return cwd
+
+
+def tracked(ins: Instruction, text_lines: Sequence[str], cwd: str | None) -> list[tuple[shell.Command, str | None]]:
+    return shell.tracked(commands(ins, text_lines), cwd)
+
+
+def deleted_later(stage: Stage, ins: Instruction, path: str, text_lines: Sequence[str],
+                  wd: dict[int, str | None]) -> Instruction | None:
     after = stage.instructions[stage.instructions.index(ins) + 1:]
-    return next((later for later in after if any(shell.removes(c, path) for c in commands(later, text_lines))), None)
+    return next((later for later in after if shell.deleted(path, tracked(later, text_lines, wd[later.start]))), None)
+
+
+def _verified_after(stage: Stage, ins: Instruction, k: int, text_lines: Sequence[str]) -> bool:
+    """A checksum or signature check after command k of `ins`, in it or a later RUN of the stage."""
+    after = stage.instructions[stage.instructions.index(ins) + 1:]
+    return any(shell.verifies(c) for c in commands(ins, text_lines)[k + 1:]) or \
+        any(shell.verifies(c) for later in after for c in commands(later, text_lines))
+
+
+def _unverified_add(ins: Instruction) -> str | None:
+    if ins.keyword != "ADD" or any(f.startswith("--checksum") for f in ins.flags):
+        return None
+    return next((w for w in ins.body.split()[:-1] if re.match(r"(https?|ftp)://", w)), None)
 
 
 def check(text: str) -> list[Hit]:
     """GR findings for a Dockerfile (pragmas not yet applied)."""
-    text_lines = text.splitlines()
+    text_lines = split_lines(text)
     instructions = parse(text)
     all_stages = stages(instructions)
     hits: list[Hit] = []
     for stage in all_stages:
+        wd = workdirs(stage, all_stages)
         for ins in stage.instructions:
-            cmds = commands(ins, text_lines)
+            pairs = tracked(ins, text_lines, wd[ins.start])
+            cmds = [c for c, _ in pairs]
+            piped = []
             for chain in shell.pipelines(cmds).values():
                 fetch = shell.is_pipe_to_shell(chain)
                 if fetch is not None:
+                    piped.append(fetch)
                     hits.append((ins.start, "GR001", f"`{fetch.program} ... | {chain[-1].program}` runs a download "
                                                      f"unchecked"))
-            for k, c in enumerate(cmds):
-                path = shell.download(c)
-                if not path or any(shell.removes(d, path) for d in cmds[k + 1:]):
+            for k, (c, cwd) in enumerate(pairs):
+                url = shell.fetched_url(c)
+                if url and c not in piped and not _verified_after(stage, ins, k, text_lines):
+                    hits.append((c.line, "GR004", f"{url} is downloaded without a checksum or signature check"))
+                what = shell.insecure(c)
+                if what:
+                    hits.append((c.line, "GR007", f"`{c.program} ... {what}` turns signature or TLS checks off"))
+                where = shell.substituted(c)
+                if where:
+                    hits.append((c.line, "GR008", f"a command substitution decides {where}"))
+                path = shell.downloaded(c, cwd)
+                if not path or shell.deleted(path, pairs[k + 1:]):
                     continue
-                later = deleted_later(stage, ins, path, text_lines)
+                later = deleted_later(stage, ins, path, text_lines, wd)
                 where = f"deleted only by the RUN on line {later.start}" if later else "never deleted"
                 hits.append((ins.start, "GR002", f"{path} is downloaded here and {where}: it stays in this layer"))
+            url = _unverified_add(ins)
+            if url:
+                hits.append((ins.start, "GR004", f"`ADD {url}` without --checksum=sha256:..."))
+            cleaned = [shell.cleans(c) for c in cmds]
+            if cmds and all(cleaned):
+                hits.append((ins.start, "GR005", f"`{'; '.join(cleaned)}` in a RUN of its own: the files stay in "
+                                                 f"the earlier layer that created them"))
+    if len(all_stages) == 1:
+        hits += _toolchain_left(all_stages[0], text_lines)
     if all_stages:
         last = all_stages[-1]
         if user_of(last, all_stages) is None:
             hits.append((last.start.start, "GR003", "the final stage sets no USER: its processes run as root"))
     return hits
+
+
+def _toolchain_left(stage: Stage, text_lines: Sequence[str]) -> list[Hit]:
+    cmds = [c for ins in stage.instructions for c in commands(ins, text_lines)]
+    return toolchain_left(cmds)
+
+
+def toolchain_left(cmds: Sequence[shell.Command]) -> list[Hit]:
+    """GR006: compilers/headers installed, something compiled, nothing uninstalled afterwards."""
+    if not any(shell.builds(c) for c in cmds):
+        return []
+    for k, c in enumerate(cmds):
+        inst = shell.install(c)
+        tools = shell.toolchain(inst) if inst else []
+        if tools and not any(shell.uninstalls(d) for d in cmds[k + 1:]):
+            return [(c.line, "GR006", f"build toolchain ({' '.join(tools[:4])}{' ...' if len(tools) > 4 else ''}) "
+                                      f"stays in the final image of a single-stage recipe that compiles")]
+    return []
 
 
 def ignored(instructions: Sequence[Instruction]) -> dict[int, frozenset[str]]:

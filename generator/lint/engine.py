@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,18 +15,30 @@ def _own(path: str, hits, ignore: dict[int, frozenset[str]]) -> list[Finding]:
             if rule not in ignore.get(line, frozenset())]
 
 
-def lint_dockerfile(text: str, path: str) -> list[Finding]:
-    """hadolint's findings plus ours (GR001-GR003), with both pragmas applied to both."""
+def _docker_own(text: str, path: str) -> tuple[dict[int, frozenset[str]], list[Finding]]:
     ignore = dockerfile.ignored(dockerfile.parse(text))
-    theirs = [f for f in tools.hadolint(text, path) if f.rule not in ignore.get(f.line, frozenset())]
-    return sorted(set(theirs + _own(path, dockerfile.check(text), ignore)))
+    return ignore, _own(path, dockerfile.check(text), ignore)
+
+
+def _merge_docker(own: tuple[dict[int, frozenset[str]], list[Finding]], theirs: list[Finding]) -> list[Finding]:
+    ignore, ours = own
+    return sorted(set([f for f in theirs if f.rule not in ignore.get(f.line, frozenset())] + ours))
+
+
+def _merge_definition(checked, path: str, sc: list[Finding]) -> list[Finding]:
+    hits, _, ignore = checked
+    return sorted(set(_own(path, hits, ignore) + [f for f in sc if f.rule not in ignore.get(f.line, frozenset())]))
+
+
+def lint_dockerfile(text: str, path: str) -> list[Finding]:
+    """hadolint's findings plus ours (GR rules), with both pragmas applied to both."""
+    return _merge_docker(_docker_own(text, path), tools.hadolint(text, path))
 
 
 def lint_definition(text: str, path: str, target: Target = Target()) -> list[Finding]:
     """Our definition checks plus ShellCheck on its scripts, pragmas applied."""
-    hits, scripts, ignore = definition.check(text, target)
-    sc = [f for f in tools.shellcheck(scripts, path) if f.rule not in ignore.get(f.line, frozenset())]
-    return sorted(set(_own(path, hits, ignore) + sc))
+    checked = definition.check(text, target)
+    return _merge_definition(checked, path, tools.shellcheck(checked[1], path))
 
 
 def lint_text(text: str, path: str = "-", kind: str | None = None, target: Target = Target()) -> list[Finding]:
@@ -45,11 +56,21 @@ def lint_source(source: Source, target: Target = Target()) -> list[Finding]:
 
 def lint_sources(sources: Sequence[Source], target: Target = Target(), jobs: int | None = None,
                  targets: Sequence[Target] | None = None) -> list[list[Finding]]:
-    """Findings per source, in order; the external linters run in parallel (one process each).
+    """Findings per source, in order. All Dockerfiles go to hadolint and all definition scripts to
+    ShellCheck in a few batched processes (both at once); results are cached by content.
     `targets`: one Apptainer target per source, instead of `target` for all."""
-    pairs = list(zip(sources, targets if targets is not None else [target] * len(sources)))
-    jobs = jobs or min(8, os.cpu_count() or 1)
-    if jobs == 1 or len(pairs) < 2:
-        return [lint_source(s, t) for s, t in pairs]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(lambda pair: lint_source(*pair), pairs))
+    targets = list(targets) if targets is not None else [target] * len(sources)
+    for s in sources:
+        if s.kind not in (DOCKER, DEFINITION):
+            raise ValueError(f"{s.path}: not a recipe")
+    docker = [k for k, s in enumerate(sources) if s.kind == DOCKER]
+    defs = [k for k, s in enumerate(sources) if s.kind == DEFINITION]
+    own = {k: _docker_own(sources[k].text, sources[k].path) for k in docker}
+    checked = {k: definition.check(sources[k].text, targets[k]) for k in defs}
+    jobs = jobs or tools.default_jobs()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        hado = pool.submit(tools.hadolint_many, [(sources[k].text, sources[k].path) for k in docker], jobs)
+        sc = pool.submit(tools.shellcheck_many, [(checked[k][1], sources[k].path) for k in defs], jobs)
+        theirs = dict(zip(docker, hado.result())) | dict(zip(defs, sc.result()))
+    return [_merge_docker(own[k], theirs[k]) if k in own else _merge_definition(checked[k], sources[k].path, theirs[k])
+            for k in range(len(sources))]

@@ -1,9 +1,10 @@
-"""`gen-recipe lint --fix`: safe, mechanical rewrites of the common smells.
+"""`gen-recipe lint --fix`: mechanical rewrites of the common smells, at two levels.
 
 One fix at a time: parse the current text, find the first smell a rewrite can remove, splice the
 replacement lines in, repeat. Every fix removes its own trigger, so this ends; sites no rewrite
-can handle safely are left alone (and stay reported). Each fix remembers the line of the
-original file it came from.
+can handle are left alone (and stay reported). Each fix remembers the line of the original file
+it came from. A rewrite that may change what the build produces carries the reason (`unsafe`):
+`--fix` skips it, `--unsafe-fixes` applies it and prints the reason.
 
 Dockerfiles: apt-get flags and list cleanup, yum/dnf/zypper -y and cache cleanup, pip
 --no-cache-dir, `cd DIR && ...` → WORKDIR, SHELL with pipefail before the first RUN with a pipe,
@@ -19,9 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from . import definition, dockerfile, shell
-from .model import DOCKER
+from .model import DOCKER, split_lines
 
 NO_BASH = re.compile(r"alpine|busybox|distroless|^scratch$", re.I)
+# images whose /bin/sh is dash or bash and that have /bin/bash (the distributions and the images built on them)
+HAS_BASH = re.compile(r"^(docker\.io/)?(library/)?(debian|ubuntu|rockylinux|rocky|centos|almalinux|fedora|"
+                      r"opensuse|redhat|oraclelinux|amazonlinux|buildpack-deps)[:/@]|^(nvcr\.io/)?nvidia/cuda:|"
+                      r"^rocm/|^(docker\.io/)?(library/)?python:(?!.*alpine)", re.I)
 SHELL_LINE = 'SHELL ["/bin/bash", "-o", "pipefail", "-c"]'
 USER_LINES = ("useradd --create-home --uid 10001 --user-group app", "USER 10001:10001")
 MAX_FIXES = 500
@@ -32,9 +37,10 @@ class Fixed:
     line: int           # line of the original file
     rule: str
     what: str
+    unsafe: str = ""    # why it may change what the build produces ("" = keeps the meaning)
 
     def as_dict(self) -> dict:
-        return {"line": self.line, "rule": self.rule, "message": self.what}
+        return {"line": self.line, "rule": self.rule, "message": self.what, "unsafe": self.unsafe}
 
 
 @dataclass(frozen=True)
@@ -45,32 +51,54 @@ class Edit:
     rules: tuple[str, ...]
     what: str
     at: int | None = None       # 0-based line the smell was on (default: start)
+    unsafe: str = ""            # why the rewrite may change the build's meaning
 
 
-def fix_text(text: str, kind: str) -> tuple[str, list[Fixed]]:
-    """The fixed text and what was fixed."""
-    finder = _docker_edit if kind == DOCKER else _definition_edit
-    lines = text.splitlines()
-    origin, fixed = list(range(1, len(lines) + 1)), []
-    for _ in range(MAX_FIXES):
-        edit = finder(lines)
+def fix_text(text: str, kind: str, unsafe: bool = False) -> tuple[str, list[Fixed]]:
+    """The fixed text and what was fixed (`unsafe`: also the rewrites that may change the meaning)."""
+    out, fixed, _ = fix_all(text, kind, unsafe)
+    return out, fixed
+
+
+def fix_all(text: str, kind: str, unsafe: bool = False, limit: int | None = None) -> tuple[str, list[Fixed], bool]:
+    """fix_text, and whether it stopped at `limit` (default MAX_FIXES) fixes with more to do. Line
+    ends (LF or CRLF) and a byte-order mark are kept."""
+    limit = MAX_FIXES if limit is None else limit
+    finder = _docker_edits if kind == DOCKER else _definition_edits
+    lines = split_lines(text)
+    origin, fixed, limited = list(range(1, len(lines) + 1)), [], False
+    for n in range(limit + 1):
+        edit = next((e for e in finder(lines) if unsafe or not e.unsafe), None)
         if edit is None or tuple(edit.new) == tuple(lines[edit.start:edit.end]):
+            break
+        if n == limit:
+            limited = True
             break
         k = edit.start if edit.at is None else edit.at
         at = origin[k] if k < len(origin) else (origin[-1] if origin else 1)
         lines = lines[:edit.start] + list(edit.new) + lines[edit.end:]
         origin = origin[:edit.start] + [at] * len(edit.new) + origin[edit.end:]
-        fixed += [Fixed(at, rule, edit.what) for rule in edit.rules]
-    out = "\n".join(lines)
-    return (out + "\n" if out and (text.endswith("\n") or text == "") else out), fixed
+        fixed += [Fixed(at, rule, edit.what, edit.unsafe) for rule in edit.rules]
+    if not fixed:
+        return text, [], limited
+    newline = "\r\n" if "\r\n" in text and text.count("\r\n") * 2 >= text.count("\n") else "\n"
+    out = newline.join(lines)
+    out = out + newline if out and (text.endswith("\n") or text == "") else out
+    return ("\ufeff" + out if text.startswith("\ufeff") else out), fixed, limited
 
 
 # ---------------------------------------------------------------------------------------------
 # Edits shared by both kinds: flags on a command, a cleanup after it
 # ---------------------------------------------------------------------------------------------
 
+RECOMMENDS = "drops the packages' Recommends, which a later step may need"
+USER_RISK = ("processes that need root (daemons, package installs in images built FROM this one) stop working; "
+             "Apptainer ignores USER")
+LISTS_RISK = "the image looks like a base: images built FROM it that apt-get install without apt-get update fail"
+
+
 def _flag_edit(lines: Sequence[str], c: shell.Command, sub: str, add: str, rules: tuple[str, ...],
-               what: str) -> Edit | None:
+               what: str, unsafe: str = "") -> Edit | None:
     """Insert ` add` after `PROGRAM ... sub` on the command's line (the first such match on the line
     whose own segment lacks the flag)."""
     prog = re.escape(c.words[0])
@@ -80,13 +108,19 @@ def _flag_edit(lines: Sequence[str], c: shell.Command, sub: str, add: str, rules
         for m in pattern.finditer(text):
             segment = re.split(r"&&|\|\||;|\|", text[m.start():])[0]
             if add.split()[0] not in segment.split():
-                return Edit(n - 1, n, (text[:m.end()] + " " + add + text[m.end():],), rules, what)
+                return Edit(n - 1, n, (text[:m.end()] + " " + add + text[m.end():],), rules, what, unsafe=unsafe)
     return None
 
 
-def _install_edits(lines: Sequence[str], commands: Sequence[shell.Command], pip_cache_off: Callable[[int], bool]
-                   ) -> Edit | None:
-    for c in commands:
+def _uses_https(commands: Sequence[shell.Command]) -> bool:
+    return any(c.program in ("curl", "wget", "git", "pip", "pip3") or re.fullmatch(r"pip[0-9.]*", c.program)
+               for c in commands if any("https://" in w for w in c.words))
+
+
+def _install_edits(lines: Sequence[str], commands: Sequence[shell.Command], pip_cache_off: Callable[[int], bool],
+                   later: Sequence[shell.Command] = ()):
+    """`later`: the commands that run after these (for what --no-install-recommends may drop)."""
+    for k, c in enumerate(commands):
         inst = shell.install(c)
         if inst is None:
             continue
@@ -95,29 +129,48 @@ def _install_edits(lines: Sequence[str], commands: Sequence[shell.Command], pip_
             if "DL3042" not in c.ignore and not shell.pip_no_cache(inst, pip_cache_off(c.line)):
                 e = _flag_edit(lines, c, "install", "--no-cache-dir", ("DL3042",), "pip install --no-cache-dir")
                 if e:
-                    return e
+                    yield e
             continue
         if c.program == "apt" and "DL3027" not in c.ignore:
             for n in range(c.line, c.end + 1):
                 new = re.sub(r"(?<![\w/.-])apt(?=\s+(install|update|upgrade|remove|purge)\b)", "apt-get",
                              lines[n - 1], count=1)
                 if new != lines[n - 1]:
-                    return Edit(n - 1, n, (new,), ("DL3027",), "apt -> apt-get")
-        flags, rules = [], []
+                    yield Edit(n - 1, n, (new,), ("DL3027",), "apt -> apt-get")
+                    break
         if m.yes_rule not in c.ignore and not shell.says_yes(inst):
-            flags, rules = [m.yes_flag], [m.yes_rule]
-        if m is shell.APT and "DL3015" not in c.ignore and not shell.no_recommends(inst):
-            flags, rules = flags + ["--no-install-recommends"], rules + ["DL3015"]
-        if flags:
-            e = _flag_edit(lines, c, _sub(c, m), " ".join(flags), tuple(rules),
-                           f"{c.program} {_sub(c, m)} {' '.join(flags)}")
+            e = _flag_edit(lines, c, _sub(c, m), m.yes_flag, (m.yes_rule,), f"{c.program} {_sub(c, m)} {m.yes_flag}")
             if e:
-                return e
-    return None
+                yield e
+        if m is shell.APT and "DL3015" not in c.ignore and not shell.no_recommends(inst):
+            add, what = "--no-install-recommends", f"{c.program} {_sub(c, m)} --no-install-recommends"
+            if "ca-certificates" not in inst.packages and _uses_https([*commands[k + 1:], *later]):
+                add, what = add + " ca-certificates", what + " ca-certificates (a later step uses HTTPS)"
+            e = _flag_edit(lines, c, _sub(c, m), add, ("DL3015",), what, unsafe=RECOMMENDS)
+            if e:
+                yield e
 
 
 def _sub(c: shell.Command, m: shell.Manager) -> str:
     return next((w for w in c.words[1:] if w in m.installs), "install")
+
+
+def _shell_risk(image: str, commands: Sequence[shell.Command], script: str) -> str:
+    """Why running these commands with bash -o pipefail instead of sh may change the build ("": it does not)."""
+    if not HAS_BASH.search(image):
+        return f"`{image}` is not an image known to have bash"
+    if any(c.program in ("alias", "unalias") for c in commands):
+        return "aliases: sh expands them in scripts, non-interactive bash does not"
+    if re.search(r"\becho\b[^\n|;&]*\\[abcefnrtv0\\]", script):
+        return "echo with backslash escapes: sh's echo interprets them, bash's does not"
+    if "$'" in script:
+        return "$'...' strings: bash expands the escapes, sh keeps them"
+    pipes = shell.pipelines(commands).values()
+    if any(len(p) > 1 and (p[-1].program == "head" or p[-1].program == "grep" and any(
+            re.fullmatch(r"-[A-Za-z]*[qlm][A-Za-z0-9]*|--quiet|--max-count=?.*", w) for w in p[-1].words[1:]))
+           for p in pipes):
+        return "a pipe into head or grep -q/-m may close early: with pipefail the writer's SIGPIPE fails the step"
+    return ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,64 +183,109 @@ def _base(stage: dockerfile.Stage, stages: Sequence[dockerfile.Stage]) -> str:
     return _base(parent, [s for s in stages if s is not stage]) if parent else stage.image
 
 
+def _chain(stage: dockerfile.Stage, stages: Sequence[dockerfile.Stage]) -> list[dockerfile.Stage]:
+    """The stage and the earlier stages it is built FROM."""
+    parent = next((s for s in stages if s.name and s.name == stage.image and s is not stage), None)
+    return [stage, *(_chain(parent, [s for s in stages if s is not stage]) if parent else [])]
+
+
+def _children(stage: dockerfile.Stage, stages: Sequence[dockerfile.Stage]) -> list[dockerfile.Stage]:
+    """The later stages built FROM this one (directly or through others)."""
+    return [s for s in stages if s is not stage and stage in _chain(s, stages)[1:]]
+
+
+def _looks_like_base(stage: dockerfile.Stage, stages: Sequence[dockerfile.Stage]) -> bool:
+    """The final stage with no CMD/ENTRYPOINT of its own or inherited from a stage: made to be extended."""
+    return stage is stages[-1] and not any(i.keyword in ("CMD", "ENTRYPOINT") for s in _chain(stage, stages)
+                                           for i in s.instructions)
+
+
 def _appendable(ins: dockerfile.Instruction, lines: Sequence[str]) -> bool:
     last = lines[ins.end - 1].rstrip()
     return ins.keyword == "RUN" and ins.shell_form and not last.endswith(("\\", ";", "&", "|")) and "#" not in last
 
 
-def _append(ins: dockerfile.Instruction, lines: Sequence[str], command: str, rule: str, what: str) -> Edit:
-    return Edit(ins.end - 1, ins.end, (lines[ins.end - 1].rstrip() + " && \\", "    " + command), (rule,), what)
+def _append(ins: dockerfile.Instruction, lines: Sequence[str], command: str, rule: str, what: str,
+            unsafe: str = "") -> Edit:
+    return Edit(ins.end - 1, ins.end, (lines[ins.end - 1].rstrip() + " && \\", "    " + command), (rule,), what,
+                unsafe=unsafe)
 
 
-def _docker_cleanups(stage, ins, lines) -> Edit | None:
+def _lists_risk(stage, stages, lines) -> str:
+    """Why removing the apt lists in this stage may break a build (see LISTS_RISK)."""
+    if _looks_like_base(stage, stages):
+        return LISTS_RISK
+    for child in _children(stage, stages):
+        for ins in child.instructions:
+            cmds = dockerfile.commands(ins, lines)
+            if any(shell.install(c) and shell.install(c).manager is shell.APT for c in cmds) and \
+                    not any(c.program in ("apt-get", "apt") and "update" in c.words for c in cmds):
+                return f"the stage on line {child.start.start} installs with apt-get without apt-get update"
+    return ""
+
+
+def _docker_cleanups(stage, stages, ins, lines):
     cmds = dockerfile.commands(ins, lines)
     for m in shell.MANAGERS:
         used = [c for c in cmds if c.program in m.programs and any(w in (*m.installs, "update") for w in c.words)]
         if used and m.clean_rule not in ins.ignore and not any(shell.is_clean(c, m) for c in cmds) \
                 and any(shell.install(c) for c in used) and _appendable(ins, lines):
-            return _append(ins, lines, m.clean_command, m.clean_rule, f"added `{m.clean_command}` to the RUN")
-    return None
+            risk = _lists_risk(stage, stages, lines) if m is shell.APT else ""
+            yield _append(ins, lines, m.clean_command, m.clean_rule, f"added `{m.clean_command}` to the RUN", risk)
 
 
-def _docker_workdir(stage, ins, lines) -> Edit | None:
+def _docker_workdir(stage, stages, ins, lines):
     cmds = dockerfile.commands(ins, lines)
     if "DL3003" in ins.ignore or not cmds or cmds[0].program != "cd" or len(cmds[0].words) != 2 \
-            or cmds[0].op != "&&" or sum(c.program == "cd" for c in cmds) != 1:
-        return None
+            or cmds[0].op != "&&" or sum(c.program in ("cd", "pushd", "popd") for c in cmds) != 1:
+        return
     target = cmds[0].words[1]
-    if not target.startswith("/") or re.search(r"[$*?~`\\\"']", target):
-        return None
+    if re.search(r"[$*?~`\\\"']", target) or target == "-":
+        return
+    previous = dockerfile.workdirs(stage, stages)[ins.start]
+    where = shell.absolute(target, previous)
+    if where is None:                               # relative to a WORKDIR we cannot see
+        return
     first = lines[ins.start - 1]
     new_first = re.sub(rf"^(\s*RUN\s+(?:--\S+\s+)*)cd\s+{re.escape(target)}\s*&&\s*", r"\1", first, count=1,
                        flags=re.I)
     if new_first == first:
-        return None
+        return
     index = stage.instructions.index(ins)
-    previous = [i.args for i in stage.instructions[:index] if i.keyword == "WORKDIR"]
     following = stage.instructions[index + 1] if index + 1 < len(stage.instructions) else None
-    restore = () if following is not None and following.keyword == "WORKDIR" else \
-        (f"WORKDIR {previous[-1] if previous else '/'}",)
+    absolute_next = following is not None and following.keyword == "WORKDIR" and following.args.startswith("/")
+    restore = () if absolute_next else (f"WORKDIR {previous or '/'}",)
+    risk = "" if previous is not None or absolute_next else \
+        "the WORKDIR inherited from the base image is unknown: restoring it as / may change later steps and the " \
+        "image's working directory"
     block = tuple(lines[ins.above - 1:ins.start - 1])
     body = (new_first, *lines[ins.start:ins.end])
-    return Edit(ins.above - 1, ins.end, (f"WORKDIR {target}", *block, *body, *restore), ("DL3003",),
-                f"`cd {target} &&` -> WORKDIR {target}", ins.start - 1)
+    yield Edit(ins.above - 1, ins.end, (f"WORKDIR {where}", *block, *body, *restore), ("DL3003",),
+               f"`cd {target} &&` -> WORKDIR {where}", ins.start - 1, risk)
 
 
 def _has_pipe(ins, lines) -> bool:
     return any(c.op in ("|", "|&") for c in dockerfile.commands(ins, lines))
 
 
-def _docker_pipefail(stage, stages, lines) -> Edit | None:
-    for ins in stage.instructions:
+def _docker_pipefail(stage, stages, lines):
+    for index, ins in enumerate(stage.instructions):
         if ins.keyword == "SHELL":
-            return None
+            return
         if ins.keyword == "RUN" and _has_pipe(ins, lines):
             base = _base(stage, stages)
             if "DL4006" in ins.ignore or NO_BASH.search(base) or "$" in base:
-                return None
-            return Edit(ins.above - 1, ins.above - 1, (SHELL_LINE,), ("DL4006",),
-                        "SHELL with -o pipefail before the first RUN with a pipe", ins.start - 1)
-    return None
+                return
+            runs = [i for s in [stage, *_children(stage, stages)] for i in
+                    (s.instructions[index:] if s is stage else s.instructions) if i.keyword == "RUN" and i.shell_form]
+            cmds = [c for i in runs for c in dockerfile.commands(i, lines)]
+            script = "\n".join("\n".join(lines[i.start - 1:i.end]) for i in runs)
+            risk = _shell_risk(base, cmds, script) or \
+                ("the image looks like a base: images built FROM it inherit the SHELL" if any(
+                    _looks_like_base(s, stages) for s in [stage, *_children(stage, stages)]) else "")
+            yield Edit(ins.above - 1, ins.above - 1, (SHELL_LINE,), ("DL4006",),
+                       "SHELL with -o pipefail before the first RUN with a pipe", ins.start - 1, risk)
+            return
 
 
 def _strip_run(text: str) -> str:
@@ -195,24 +293,26 @@ def _strip_run(text: str) -> str:
 
 
 def _needs_parens(cmds: Sequence[shell.Command], body: str) -> bool:
-    return any(c.program == "cd" or c.op in (";", "||", "&") for c in cmds) or body.rstrip().endswith((";", "&"))
+    return any(c.program in ("cd", "pushd", "popd") or c.op in (";", "||", "&") for c in cmds) \
+        or body.rstrip().endswith((";", "&"))
 
 
-def _docker_merge(stage, ins, lines) -> Edit | None:
+def _docker_merge(stage, stages, ins, lines):
     """GR002: a download deleted by a later RUN → the RUNs from the download to the deletion merged."""
-    cmds = dockerfile.commands(ins, lines)
-    for k, c in enumerate(cmds):
-        path = shell.download(c)
-        if not path or "GR002" in ins.ignore or any(shell.removes(d, path) for d in cmds[k + 1:]):
+    wd = dockerfile.workdirs(stage, stages)
+    pairs = dockerfile.tracked(ins, lines, wd[ins.start])
+    for k, (c, cwd) in enumerate(pairs):
+        path = shell.downloaded(c, cwd)
+        if not path or "GR002" in ins.ignore or shell.deleted(path, pairs[k + 1:]):
             continue
-        later = dockerfile.deleted_later(stage, ins, path, lines)
+        later = dockerfile.deleted_later(stage, ins, path, lines, wd)
         if later is None:
             continue
         span = stage.instructions[stage.instructions.index(ins):stage.instructions.index(later) + 1]
         texts = ["\n".join(lines[i.start - 1:i.end]) for i in span]
         if any(i.keyword != "RUN" or not i.shell_form or i.flags != ins.flags for i in span) \
                 or any(i.ignore for i in span[1:]) or any("#" in t for t in texts):
-            return None
+            return
         merged: list[str] = []
         for n, i in enumerate(span):
             body = [_strip_run(lines[i.start - 1]) if n else lines[i.start - 1], *lines[i.start:i.end]]
@@ -230,48 +330,48 @@ def _docker_merge(stage, ins, lines) -> Edit | None:
         bodies = {j for i in span for j in range(i.start - 1, i.end)}
         moved = [lines[j] for j in range(ins.end, later.end) if j not in bodies and lines[j].strip()]
         block = lines[ins.above - 1:ins.start - 1]
-        return Edit(ins.above - 1, later.end, (*moved, *block, *merged), ("GR002",),
-                    f"merged the RUNs of lines {ins.start}-{later.start}: {path} is deleted in its own layer",
-                    ins.start - 1)
-    return None
+        yield Edit(ins.above - 1, later.end, (*moved, *block, *merged), ("GR002",),
+                   f"merged the RUNs of lines {ins.start}-{later.start}: {path} is deleted in its own layer",
+                   ins.start - 1)
+        return
 
 
-def _docker_user(stages, lines) -> Edit | None:
+def _docker_user(stages, lines):
     last = stages[-1]
     base = _base(last, stages)
     if dockerfile.user_of(last, stages) is not None or "GR003" in last.start.ignore or NO_BASH.search(base) \
             or "$" in base:
-        return None
+        return
     end = last.instructions[-1] if last.instructions else last.start
     what = "non-root user 10001 at the end of the final stage"
     if _appendable(end, lines):
         e = _append(end, lines, USER_LINES[0], "GR003", what)
-        return Edit(e.start, e.end, (*e.new, USER_LINES[1]), ("GR003",), what, last.start.start - 1)
-    return Edit(end.end, end.end, ("RUN " + USER_LINES[0], USER_LINES[1]), ("GR003",), what, last.start.start - 1)
+        yield Edit(e.start, e.end, (*e.new, USER_LINES[1]), ("GR003",), what, last.start.start - 1, USER_RISK)
+    else:
+        yield Edit(end.end, end.end, ("RUN " + USER_LINES[0], USER_LINES[1]), ("GR003",), what,
+                   last.start.start - 1, USER_RISK)
 
 
-def _docker_edit(lines: list[str]) -> Edit | None:
+def _docker_edits(lines: list[str]):
+    """Every rewrite the text offers now, in file order (the first allowed one is applied)."""
     instructions = dockerfile.parse("\n".join(lines))
     stages = dockerfile.stages(instructions)
-    for stage in stages:
-        for index, ins in enumerate(stage.instructions):
-            if ins.keyword != "RUN" or not ins.shell_form:
-                continue
+    for number, stage in enumerate(stages):
+        runs = [ins for ins in stage.instructions if ins.keyword == "RUN" and ins.shell_form]
+        later_stages = [c for s in stages[number + 1:] for i in s.instructions for c in dockerfile.commands(i, lines)]
+        for ins in runs:
+            index = stage.instructions.index(ins)
             env = " ".join(i.args for i in stage.instructions[:index] if i.keyword in ("ENV", "ARG"))
-            cmds = dockerfile.commands(ins, lines)
             scoped = [shell.Command(c.words, c.assigns, c.line, c.end, c.pipeline, c.stage, c.op,
-                                    c.ignore | ins.ignore) for c in cmds]
-            for finder in (lambda: _install_edits(lines, scoped, lambda _: "PIP_NO_CACHE_DIR" in env),
-                           lambda: _docker_cleanups(stage, ins, lines),
-                           lambda: _docker_workdir(stage, ins, lines),
-                           lambda: _docker_merge(stage, ins, lines)):
-                e = finder()
-                if e:
-                    return e
-        e = _docker_pipefail(stage, stages, lines)
-        if e:
-            return e
-    return _docker_user(stages, lines) if stages else None
+                                    c.ignore | ins.ignore) for c in dockerfile.commands(ins, lines)]
+            later = [c for i in runs[runs.index(ins) + 1:] for c in dockerfile.commands(i, lines)] + later_stages
+            yield from _install_edits(lines, scoped, lambda _, env=env: "PIP_NO_CACHE_DIR" in env, later)
+            yield from _docker_cleanups(stage, stages, ins, lines)
+            yield from _docker_workdir(stage, stages, ins, lines)
+            yield from _docker_merge(stage, stages, ins, lines)
+        yield from _docker_pipefail(stage, stages, lines)
+    if stages:
+        yield from _docker_user(stages, lines)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,45 +382,43 @@ def _indent(text: str) -> str:
     return text[:len(text) - len(text.lstrip())]
 
 
-def _definition_cleanups(lines, commands) -> Edit | None:
+def _definition_cleanups(lines, stage, commands):
+    base = not stage.of("runscript", "startscript")
     for m in shell.MANAGERS:
         unclean = [c for k, c in enumerate(commands) if shell.install(c) and shell.install(c).manager is m
                    and m.clean_rule not in c.ignore and not any(shell.is_clean(d, m) for d in commands[k + 1:])]
         if unclean:
             c = unclean[-1]
-            return Edit(c.end, c.end, (_indent(lines[c.line - 1]) + m.clean_command,), (m.clean_rule,),
-                        f"added `{m.clean_command}` after the last {m.name} install of the stage", c.line - 1)
-    return None
+            risk = LISTS_RISK.replace("FROM it", "from it (Bootstrap: localimage)") if base and m is shell.APT else ""
+            yield Edit(c.end, c.end, (_indent(lines[c.line - 1]) + m.clean_command,), (m.clean_rule,),
+                       f"added `{m.clean_command}` after the last {m.name} install of the stage", c.line - 1, risk)
 
 
-def _definition_pipefail(lines, stage, commands) -> Edit | None:
+def _definition_pipefail(lines, stage, commands):
     posts = stage.of("post")
-    pipes = [c for c in commands if c.op in ("|", "|&") and "DL4006" not in c.ignore
+    pipes = [c for c in commands if c.op in ("|", "|&") and "DL4006" not in c.ignore and c.program not in ("echo", "printf")
              and not definition.pipefail_at(c.line, "sh", [], commands)]
     if not posts or not pipes or any(s.args for s in posts):
-        return None
+        return
     image = stage.get("from").value if stage.get("from") else ""
     agent = stage.get("bootstrap").value.lower() if stage.get("bootstrap") else ""
     if agent in ("busybox", "scratch") or NO_BASH.search(image) or "$" in image or "{{" in image:
-        return None
+        return
     first = posts[0]
     body = next((t for _, t in first.body if t.strip()), "    ")
     header = re.sub(r"^(\s*%post)\b", r"\1 -c /bin/bash", lines[first.line - 1], count=1)
-    return Edit(first.line - 1, first.line, (header, _indent(body) + "set -eo pipefail"), ("DL4006",),
-                "%post -c /bin/bash with `set -eo pipefail` (Apptainer applies it to every %post of the stage)",
-                pipes[0].line - 1)
+    known = image if agent in ("docker", "oci", "docker-daemon") else f"{agent}: {image}"
+    risk = _shell_risk(known, commands, "\n".join(t for _, t in definition.post_script(stage)))
+    yield Edit(first.line - 1, first.line, (header, _indent(body) + "set -eo pipefail"), ("DL4006",),
+               "%post -c /bin/bash with `set -eo pipefail` (Apptainer applies it to every %post of the stage)",
+               pipes[0].line - 1, risk)
 
 
-def _definition_edit(lines: list[str]) -> Edit | None:
+def _definition_edits(lines: list[str]):
     for stage in definition.parse("\n".join(lines)):
         script = definition.post_script(stage)
         commands, _ = shell.split_script(script)
         no_cache = [n for n, t in script if re.search(r"\bPIP_NO_CACHE_DIR=\S", t)]
-        for finder in (lambda: _install_edits(lines, commands, lambda line: any(n < line for n in no_cache)),
-                       lambda: _definition_cleanups(lines, commands),
-                       lambda: _definition_pipefail(lines, stage, commands)):
-            e = finder()
-            if e:
-                return e
-    return None
-
+        yield from _install_edits(lines, commands, lambda line, no_cache=no_cache: any(n < line for n in no_cache))
+        yield from _definition_cleanups(lines, stage, commands)
+        yield from _definition_pipefail(lines, stage, commands)

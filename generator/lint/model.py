@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +38,16 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines as Docker, Apptainer and the shells see them: split at LF only (a CR before it dropped).
+    str.splitlines() would also split at form feed, U+2028 and other separators the tools keep.
+    A byte-order mark is dropped."""
+    lines = text.removeprefix("\ufeff").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [t[:-1] if t.endswith("\r") else t for t in lines]
+
+
 # ---------------------------------------------------------------------------------------------
 # Target: which Apptainer/Singularity reads the definitions
 # ---------------------------------------------------------------------------------------------
@@ -65,6 +76,11 @@ class Target:
         if self.version is None:
             return True
         return self.version >= (apptainer if self.name == "apptainer" else singularity)
+
+    def knows(self, apptainer: tuple[int, ...] | None, singularity: tuple[int, ...] | None) -> bool:
+        """Whether the target has a feature that arrived in these versions (None: never)."""
+        since = apptainer if self.name == "apptainer" else singularity
+        return since is not None and (self.version is None or self.version >= since)
 
     @property
     def multistage(self) -> bool:
@@ -95,24 +111,39 @@ class Source:
     kind: str
 
 
+_BACKUP = re.compile(r"\.orig(\.\d+)?$")
+_NOT_RECIPE = re.compile(r"(\.(md|rst|txt|json|ya?ml|toml|ini|cfg|conf|csv|xml|html?|log|bak|swp|lock|diff|patch|"
+                         r"dockerignore|py[cod]?|sh|bash|c|h|cc|cpp|go|rs|java|js|ts|rb|pl|so|o|a|gz|bz2|xz|zst|tar|"
+                         r"tgz|zip|whl|sif|simg|img|png|jpe?g|svg|pdf)|~)$", re.I)
+
+
 def kind_by_name(name: str) -> str | None:
     """docker / definition from a file name, or None when the name says nothing."""
-    if name.endswith(".orig") or name.startswith("."):
+    if _BACKUP.search(name) or name.startswith(".") or _NOT_RECIPE.search(name):
         return None
     low = name.lower()
-    if low in ("dockerfile", "containerfile") or low.endswith((".dockerfile", ".containerfile")) \
-            or low.startswith(("dockerfile.", "containerfile.")):
+    if re.fullmatch(r"(docker|container)file([._-].+)?|.+[._-](docker|container)file", low):
         return DOCKER
-    if low.endswith((".def", ".recipe")) or name in ("Singularity", "Apptainer") \
-            or name.startswith(("Singularity.", "Apptainer.")):
+    if low.endswith((".def", ".recipe")) or re.fullmatch(r"(singularity|apptainer)([._-].+)?", low):
         return DEFINITION
     return None
+
+
+def skip_reason(name: str) -> str:
+    """Why directory mode does not lint a file of this name."""
+    if name.startswith("."):
+        return "hidden"
+    if _BACKUP.search(name):
+        return "a --fix backup"
+    if _NOT_RECIPE.search(name):
+        return "its extension says documentation, data or a script"
+    return "its name says no Dockerfile or definition"
 
 
 def kind_by_content(text: str) -> str | None:
     """A definition starts, after comments, with `Bootstrap:`; a Dockerfile with FROM, ARG or a
     `# syntax=`/`# escape=` parser directive."""
-    for line in text.splitlines():
+    for line in split_lines(text):
         s = line.strip()
         if not s:
             continue
@@ -141,16 +172,27 @@ def read_source(path: Path, kind: str | None = None) -> Source:
     return Source(str(path), text, kind)
 
 
-def collect(paths: list[Path]) -> list[Source]:
-    """The sources to lint: files as given, recipe files (by name) under directories."""
+def collect(paths: list[Path], skipped: list[tuple[str, str]] | None = None) -> list[Source]:
+    """The sources to lint: files as given, recipe files (by name) under directories. What is not
+    linted under a directory goes to `skipped` as (path, reason); hidden directories are not entered."""
     out = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and kind_by_name(p.name)
-                           and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            found = []
+            for root, dirs, names in os.walk(path):
+                for d in sorted(d for d in dirs if d.startswith(".")):
+                    if skipped is not None:
+                        skipped.append((os.path.join(root, d), "a hidden directory"))
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(names):
+                    p = Path(root) / name
+                    if kind_by_name(name) and p.is_file():
+                        found.append(p)
+                    elif skipped is not None:
+                        skipped.append((str(p), skip_reason(name)))
             if not found:
                 raise LintError(f"lint: {path}: no Dockerfiles or Apptainer definitions in this directory")
-            out += [read_source(p) for p in found]
+            out += [read_source(p) for p in sorted(found)]
         else:
             out.append(read_source(path))
     return out

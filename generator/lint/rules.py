@@ -109,12 +109,36 @@ _RULES = (
          "the end of the runtime stage. (Apptainer runs as the calling user: not checked in definitions.)",
          "docker", "appends `RUN useradd --create-home --uid 10001 --user-group app` and `USER 10001:10001` "
          "(not for scratch/distroless/alpine/busybox bases)"),
+    Rule("GR004", "warning", "Download without a checksum or signature check",
+         "An archive, installer or key fetched with curl/wget (or `ADD <url>`) is trusted as whatever the server "
+         "sends that day: a moved tag, a compromised mirror or a truncated file goes into the image. Check it "
+         "after the download: `echo \"<sha256>  FILE\" | sha256sum -c -` (or `gpg --verify`), "
+         "`ADD --checksum=sha256:<sha256> URL DEST`.", "both"),
+    Rule("GR005", "warning", "Cleanup in a later layer than the one that created the files",
+         "`RUN rm -rf /tmp/*`, `RUN apt-get clean`, `RUN pip cache purge` as a RUN of their own hide the files "
+         "but the earlier layer still holds them: the image does not shrink. Clean up in the RUN that made the "
+         "mess.", "docker"),
+    Rule("GR006", "info", "Build toolchain left in the final image of a single-stage recipe that compiles",
+         "Compilers, build tools and -dev/-devel headers are needed to build, not to run: in a single-stage "
+         "recipe they ship in the image (hundreds of MB, a larger attack surface). Build in a first stage and "
+         "copy the result into a runtime stage, or remove them in the same step.", "both"),
+    Rule("GR007", "warning", "Package signature or TLS checks switched off",
+         "`--allow-unauthenticated`, `--no-gpg-checks`, `--nogpgcheck`, `[trusted=yes]`, `gpgcheck=0`, "
+         "`--force-yes`, `curl -k`, `wget --no-check-certificate`, `pip --trusted-host` install whatever a "
+         "man in the middle serves. Install the repository's key instead.", "both"),
+    Rule("GR008", "warning", "A command substitution decides what runs, is installed or is downloaded",
+         "`RUN $(cat /tmp/py) -m venv`, `apt-get install $(cat pkgs)`, `wget https://x/$(v)` run whatever that "
+         "substitution prints: a value spliced into the script (a build argument, a site setting) becomes a "
+         "command. Write the program, the packages and the URL literally, or quote a variable: `\"$PYTHON\"`.",
+         "both"),
     Rule("AP001", "error", "Each stage must start with a `Bootstrap:` header",
          "Apptainer requires `Bootstrap` as the first header keyword of every stage; a definition without one can "
          "only update an existing image.", "definition"),
-    Rule("AP002", "error", "Unknown bootstrap agent",
-         "Known agents: docker, docker-archive, docker-daemon, oci, oci-archive, localimage, library, shub, oras, "
-         "yum, zypper, debootstrap, arch, busybox, scratch.", "definition"),
+    Rule("AP002", "error", "Unknown bootstrap agent, or one the target version does not know",
+         "Known agents: docker, docker-archive, docker-daemon, oci, oci-archive, localimage, library, shub, "
+         "yum, zypper, debootstrap, arch, busybox, scratch (all versions); oras (Singularity >= 3.3, any "
+         "Apptainer); dnf (Apptainer >= 1.4, SingularityCE >= 4.3); buildkit and dockerfile (Apptainer >= 1.5).",
+         "definition"),
     Rule("AP003", "error", "Header keyword required by this bootstrap agent is missing",
          "docker/oci/localimage/library/shub/oras/docker-* need `From`; yum, zypper and busybox need `MirrorURL`; "
          "debootstrap needs `MirrorURL` and `OSVersion`.", "definition"),

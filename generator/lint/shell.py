@@ -9,6 +9,7 @@ recognise `apt-get install ...`, `pip install ...`, `wget ... | sh` and `rm -rf 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import posixpath
 import re
 import shlex
@@ -99,7 +100,8 @@ def logical_lines(lines: Sequence[tuple[int, str]], skip_comments_in_continuatio
     return out
 
 
-def _tokens(text: str) -> list[str]:
+@functools.lru_cache(maxsize=1 << 16)
+def _tokens(text: str) -> tuple[str, ...]:
     text = _ARITH.sub("__SUB__", text)
     previous = None
     while previous != text:
@@ -108,9 +110,9 @@ def _tokens(text: str) -> list[str]:
     try:
         lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
         lexer.whitespace_split = True
-        return list(lexer)
+        return tuple(lexer)
     except ValueError:                              # unbalanced quotes: good enough
-        return text.split()
+        return tuple(text.split())
 
 
 def _simple(words: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -126,11 +128,17 @@ def _simple(words: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def split_script(lines: Sequence[tuple[int, str]], docker: bool = False) -> tuple[list[Command], list[Span]]:
     """The simple commands of a script given as (line number, text) pairs (docker: the body of a
     RUN, where comment lines inside continuations are dropped)."""
+    commands, spans = _split(tuple(lines), docker)
+    return list(commands), list(spans)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _split(lines: tuple[tuple[int, str], ...], docker: bool) -> tuple[tuple[Command, ...], tuple[Span, ...]]:
     commands, spans, pipeline = [], [], 0
     for start, end, text, ignore in logical_lines(lines, skip_comments_in_continuation=docker):
         spans.append(Span(start, end, ignore))
         words: list[str] = []
-        stage, toks, j = 0, _tokens(text) + ["\n"], 0
+        stage, toks, j = 0, [*_tokens(text), "\n"], 0
         while j < len(toks):
             tok = toks[j]
             if tok in _OPS:
@@ -149,7 +157,7 @@ def split_script(lines: Sequence[tuple[int, str]], docker: bool = False) -> tupl
             elif tok != "}":
                 words.append(tok)
             j += 1
-    return commands, spans
+    return tuple(commands), tuple(spans)
 
 
 def pipelines(commands: Iterable[Command]) -> dict[int, list[Command]]:
@@ -335,16 +343,154 @@ def download(c: Command) -> str | None:
     return out
 
 
-def removes(c: Command, path: str) -> bool:
-    """Whether `rm` command `c` deletes `path` (exactly, by a glob, or with a parent directory)."""
+def absolute(path: str, cwd: str | None) -> str | None:
+    """`path` made absolute against `cwd` (None: unknown), normalised."""
+    if path.startswith("/"):
+        return posixpath.normpath(path)
+    return posixpath.normpath(posixpath.join(cwd, path)) if cwd else None
+
+
+def _literal(word: str) -> bool:
+    return not re.search(r"[$`*?~]|__SUB__", word)
+
+
+def tracked(commands: Sequence[Command], start: str | None = None) -> list[tuple[Command, str | None]]:
+    """Each command with the directory it runs in (None: unknown), following `cd`/`pushd` from
+    `start` (a RUN's WORKDIR; None when inherited from an unknown image)."""
+    out, cwd = [], start
+    for c in commands:
+        out.append((c, cwd))
+        if c.program in ("cd", "pushd"):
+            args = [w for w in c.words[1:] if not w.startswith("-")]
+            cwd = absolute(args[0], cwd) if len(args) == 1 and _literal(args[0]) else None
+        elif c.program == "popd":
+            cwd = None
+    return out
+
+
+def downloaded(c: Command, cwd: str | None) -> str | None:
+    """The archive `c` downloads, made absolute where the directory is known."""
+    path = download(c)
+    return (absolute(path, cwd) or path) if path else None
+
+
+def removes(c: Command, path: str, cwd: str | None = None) -> bool:
+    """Whether `rm` command `c`, run in `cwd`, deletes `path` (exactly, by a glob, or with a parent
+    directory). Paths whose directory is unknown are compared by name."""
     if c.program != "rm":
         return False
     base = posixpath.basename(path)
     for target in (w for w in c.words[1:] if not w.startswith("-")):
-        target = target.rstrip("/") or "/"
+        target = (absolute(target, cwd) or target).rstrip("/") or "/"
         if target == path or fnmatch.fnmatchcase(path, target) or path.startswith(target + "/"):
             return True
-        if "/" not in path or "/" not in target:
+        if not path.startswith("/") or not target.startswith("/"):
             if posixpath.basename(target) == base or fnmatch.fnmatchcase(base, posixpath.basename(target)):
                 return True
     return False
+
+
+def deleted(path: str, pairs: Iterable[tuple[Command, str | None]]) -> bool:
+    return any(removes(c, path, cwd) for c, cwd in pairs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Downloads without verification, cleanup, toolchains, authentication switched off
+# ---------------------------------------------------------------------------------------------
+
+INSTALLER = re.compile(r"\.(sh|run|bin|py|pl|jar|appimage)$", re.I)
+KEY = re.compile(r"\.(asc|gpg|key|pub|pem|crt)$|gpg-?key|/keys?/", re.I)
+_CHECKSUMS = ("sha256sum", "sha512sum", "sha384sum", "sha224sum", "sha1sum", "b2sum", "shasum", "cksum")
+
+
+def fetched_url(c: Command) -> str | None:
+    """The URL of an archive, installer or key that curl/wget fetch (to a file or a pipe)."""
+    if c.program not in ("curl", "wget"):
+        return None
+    for url in (w for w in c.words[1:] if re.match(r"(https?|ftp)://", w)):
+        path = url.split("?")[0].split("#")[0].rstrip("/")
+        name = posixpath.basename(path)
+        if ARCHIVE.search(name) or INSTALLER.search(name) or KEY.search(path.split("://", 1)[-1]):
+            return url
+    return None
+
+
+def verifies(c: Command) -> bool:
+    """A checksum or signature check: `sha256sum -c`, `shasum -a 256 -c`, `gpg --verify`, `gpgv`,
+    `cosign verify-blob`, `minisign -V`."""
+    words = c.words[1:]
+    if c.program in _CHECKSUMS:
+        return any(w in ("-c", "--check") or re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*", w) for w in words)
+    if c.program in ("gpg", "gpg2"):
+        return "--verify" in words
+    return c.program == "gpgv" or (c.program == "cosign" and "verify-blob" in words) or \
+        (c.program == "minisign" and "-V" in words)
+
+
+CACHE_PATHS = re.compile(r"^(/tmp|/var/tmp)(/\*?)?$|^/var/lib/apt/lists|^/var/cache/|^(/root|~|\$HOME|\$\{HOME\})/\.cache")
+
+
+def cleans(c: Command) -> str | None:
+    """What a cleanup command cleans (`rm -rf /tmp/*`, `apt-get clean`, `pip cache purge`, ...), or None."""
+    words = c.words
+    if c.program == "rm":
+        targets = [w for w in words[1:] if not w.startswith("-")]
+        return " ".join(targets) if targets and all(CACHE_PATHS.search(t) for t in targets) else None
+    if c.program in ("apt-get", "apt") and "clean" in words[1:2] + words[2:3]:
+        return f"{c.program} clean"
+    if c.program in ("yum", "dnf", "microdnf", "zypper", "conda", "mamba", "npm") and \
+            any(w in ("clean", "cc") for w in words[1:3]):
+        return " ".join(words[:3])
+    if re.fullmatch(r"pip[0-9.]*", c.program) and words[1:3] in (("cache", "purge"), ("cache", "remove")):
+        return " ".join(words[:3])
+    return None
+
+
+TOOLCHAIN = re.compile(r"^(build-essential|gcc|g\+\+|gcc-c\+\+|gfortran|gcc-gfortran|clang|llvm|make|cmake|ninja-build|"
+                       r"autoconf|automake|libtool|pkg-config|pkgconf|.+-dev|.+-devel)(-\d[\w.]*)?$")
+BUILDS = re.compile(r"^(make|cmake|ninja|gcc|g\+\+|cc|c\+\+|gfortran|nvcc|meson|configure|scons)$")
+
+
+def toolchain(i: Install) -> list[str]:
+    """Compilers, build tools and headers among the packages an installation installs."""
+    if i.manager is None:
+        return []
+    return [p for p in i.packages if TOOLCHAIN.match(re.split(r"[=<>]", p)[0].split(":")[0])]
+
+
+def builds(c: Command) -> bool:
+    return bool(BUILDS.match(c.program)) or (c.program.startswith("python") and "setup.py" in c.words
+                                             and any(w in ("build", "install", "build_ext") for w in c.words))
+
+
+def uninstalls(c: Command) -> bool:
+    m = _manager(c.program)
+    return m is not None and any(w in ("remove", "purge", "autoremove", "erase", "rm") for w in c.words[1:3])
+
+
+_INSECURE = re.compile(r"^(--allow-unauthenticated|--no-gpg-checks?|--nogpgcheck|--no-gpgcheck|--force-yes|"
+                       r"--allow-insecure-repositories|--no-check-certificate|--insecure|--trusted-host(=.*)?)$|"
+                       r"AllowUnauthenticated=(true|1|yes)|AllowInsecureRepositories=(true|1|yes)|"
+                       r"\[trusted=yes\]|gpgcheck\s*=\s*0|sslverify\s*=\s*(0|false)", re.I)
+
+
+def insecure(c: Command) -> str | None:
+    """A switch that turns package signature or TLS checks off, or None."""
+    for w in c.words[1:]:
+        if _INSECURE.search(w) or (c.program == "curl" and re.fullmatch(r"-[A-Za-z]*k[A-Za-z]*", w)):
+            return w if len(w) < 60 else w[:57] + "..."
+    return None
+
+
+def substituted(c: Command) -> str | None:
+    """Where a command substitution (`$(...)`, backticks) decides what runs, what is installed or what is
+    downloaded — the shape of an injected value (a build argument or a site value spliced into a script).
+    None when it only computes an argument (`make -j$(nproc)`)."""
+    if c.words and "__SUB__" in c.words[0]:
+        return "the program to run"
+    i = install(c)
+    if i is not None and any("__SUB__" in p for p in i.packages):
+        return "a package to install"
+    if c.program in ("wget", "curl") and any("__SUB__" in w and "://" in w for w in c.words[1:]):
+        return "a download URL"
+    return None

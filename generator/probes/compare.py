@@ -37,7 +37,7 @@ def _s(v) -> str | None:
     return ", ".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 
-def _as_facts(detected: "Site | DetectedFacts") -> DetectedFacts:
+def _as_facts(detected: Site | DetectedFacts) -> DetectedFacts:
     return detected if isinstance(detected, DetectedFacts) else facts_of_site(detected)
 
 
@@ -69,7 +69,7 @@ class _Diff:
             self.add(key, declared, "note", f"{what} is {_s(got)} on {self.here}, {self.path} says {_s(declared)}")
 
 
-def compare(declared: Site, detected: "Site | DetectedFacts") -> list[Difference]:
+def compare(declared: Site, detected: Site | DetectedFacts) -> list[Difference]:
     """Differences between a declared site and a machine (or another site): "breaks" first."""
     d = _Diff(declared, _as_facts(detected))
     for part in (_host, _mpi, _fabric, _gpu, _runtimes, _modules):
@@ -226,7 +226,7 @@ def _modules(d: _Diff) -> None:
                                 "names stale modules)"))
 
 
-def looks_like(site: Site, facts: "Site | DetectedFacts") -> bool:
+def looks_like(site: Site, facts: Site | DetectedFacts) -> bool:
     """Is this machine plausibly `site`? Same CPU architecture, MPI flavour and OS family where
     detected (undetected facts do not count against it); at least one of them must agree."""
     f = _as_facts(facts)

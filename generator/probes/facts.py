@@ -181,7 +181,7 @@ def _mpi(c: _Clues, facts, warnings) -> list[Fact]:
     else:
         ver = None
         out.append(Fact("mpi.version", None, f"{probe} shows no version; {tried}"))
-    for p, f, v, ln in cands + py:  # contradictions: the baseline and the container must agree
+    for p, f, v, _line in cands + py:  # contradictions: the baseline and the container must agree
         is_py = p == "python3 -c mpi4py"  # the library really loaded; tools may name a base (Cray's mpichversion)
         who = "python3's mpi4py is linked against" if is_py else f"{p} reports"
         if ABI_OF_FLAVOUR[f] != ABI_OF_FLAVOUR[flavour] or (is_py and f != flavour) \

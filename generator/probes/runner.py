@@ -46,9 +46,9 @@ class Probe:
     """One command (argv) or one reader (files under the root, environment) and its parser."""
 
     key: str                                           # shown in comments; names the fixture file
-    parse: Callable[[str], "list[Clue]"]
+    parse: Callable[[str], list[Clue]]
     argv: tuple[str, ...] = ()
-    read: Callable[[Path, Mapping[str, str]], "str | None"] | None = None  # None: not there
+    read: Callable[[Path, Mapping[str, str]], str | None] | None = None  # None: not there
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def subprocess_runner(env: Mapping[str, str], timeout: float, scratch: Path) -> 
     return run
 
 
-def recorded_runner(outputs: Mapping[str, "str | tuple[int, str]"]) -> Callable[[Probe], tuple[int, str]]:
+def recorded_runner(outputs: Mapping[str, str | tuple[int, str]]) -> Callable[[Probe], tuple[int, str]]:
     """A fake runner from recorded outputs keyed by probe key; a missing key is 'not found'."""
     def run(probe: Probe) -> tuple[int, str]:
         out = outputs.get(probe.key)
@@ -145,7 +145,7 @@ def observe(probe: Probe, run: Callable[[Probe], tuple[int, str]], root: Path, e
     return Observation(probe, "ok" if clues else f"output not understood: {first_line(text)}", clues)
 
 
-def run_probes(probes: Sequence[Probe], runner: "Runner | Mapping | None" = None, root: Path = Path("/"),
+def run_probes(probes: Sequence[Probe], runner: Runner | Mapping | None = None, root: Path = Path("/"),
                env: Mapping[str, str] | None = None, timeout: float = 10.0) -> tuple[Observation, ...]:
     """Observe every probe (commands in parallel). `runner`: None = real subprocesses, a function
     argv -> (rc, text), or a mapping {probe key: output or (rc, output)}."""
@@ -168,14 +168,14 @@ def under(root: Path, path: str) -> Path:
     return root / path.lstrip("/")
 
 
-def read_file(path: str) -> Callable[[Path, Mapping[str, str]], "str | None"]:
+def read_file(path: str) -> Callable[[Path, Mapping[str, str]], str | None]:
     def read(root: Path, env: Mapping[str, str]) -> str | None:
         p = under(root, path)
         return p.read_text(encoding="utf-8", errors="replace") if p.is_file() else None
     return read
 
 
-def read_glob(*patterns: str) -> Callable[[Path, Mapping[str, str]], "str | None"]:
+def read_glob(*patterns: str) -> Callable[[Path, Mapping[str, str]], str | None]:
     """The paths matching the patterns, one a line, as absolute paths on the probed machine."""
     def read(root: Path, env: Mapping[str, str]) -> str | None:
         found = sorted({"/" + os.path.relpath(p, root) for pat in patterns
@@ -196,7 +196,7 @@ def read_ib_ports(root: Path, env: Mapping[str, str]) -> str | None:
     return "\n".join(lines) + "\n" if lines else None
 
 
-def read_env(*names: str) -> Callable[[Path, Mapping[str, str]], "str | None"]:
+def read_env(*names: str) -> Callable[[Path, Mapping[str, str]], str | None]:
     def read(root: Path, env: Mapping[str, str]) -> str | None:
         found = [f"{n}={env[n]}" for n in names if env.get(n)]
         return "\n".join(found) + "\n" if found else None

@@ -12,6 +12,7 @@ import json
 import re
 from datetime import datetime, timezone
 
+from .. import site as site_mod
 from ..site import FABRICS_OF_FLAVOUR, Version
 from .facts import PROVIDER_PREFERENCE, DetectedFacts, Fact
 from .table import RUNTIME_ORDER
@@ -58,11 +59,15 @@ class _Table:
 
     def __init__(self, header: str, comment: str = "") -> None:
         self.lines = [f"{header:<{COLUMN}} # {comment}" if comment else header]
+        self.key = header.strip("[]")
         self.unverified: list[str] = []
 
     def fact(self, field: str, fact: Fact, shown=None) -> None:
-        """`field = value  # how` when detected, else a `# not detected` comment."""
-        if fact.detected and fact.value not in ((), ""):
+        """`field = value  # how` when detected and valid in a site file, else a `# not detected` comment."""
+        value = fact.value if shown is None else shown
+        if fact.detected and value not in ((), "") and not site_mod.fits(f"{self.key}.{field}", value):
+            self.lines.append(f"# not detected: {field} — what was found is not a valid value ({_comment(fact.how)})")
+        elif fact.detected and fact.value not in ((), ""):
             self.lines.append(_kv(field, fact.value if shown is None else shown, fact.how))
         else:
             self.missing(field, fact)
@@ -85,7 +90,7 @@ class _Table:
         return "\n".join(self.lines) + "\n"
 
 
-def render(facts: DetectedFacts, name: str = "detected", when: str | None = None) -> str:
+def site_toml(facts: DetectedFacts, name: str = "detected", when: str | None = None) -> str:
     """The site TOML for `facts`, named `name`."""
     when = when or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = facts.value("host.hostname") or "this machine"
@@ -94,7 +99,19 @@ def render(facts: DetectedFacts, name: str = "detected", when: str | None = None
     parts += [_container(facts), _images(facts), _software(facts),
               "# [tolerances]: not detected; the container/bare limits come from measuring (see sites/local.toml)\n",
               "[sources]\n" + _kv(SOURCE, f"gen-recipe detect on {host}, {when}") + "\n"]
-    return "\n".join(parts)
+    return redact("\n".join(parts))
+
+
+# Credentials never go into a site file: user:password in URLs, and the values of variables whose
+# names say they are secrets (tokens, keys, passwords), wherever a probe's output is quoted.
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@\"']+@")
+_SECRET_VALUE = re.compile(r"(?i)\b([A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|_KEY|APIKEY|CREDENTIALS?)[A-Z0-9_]*)"
+                           r"(\s*[=:]\s*)[^\s\"',;]+")
+
+
+def redact(text: str) -> str:
+    """`text` with credentials replaced by REDACTED."""
+    return _SECRET_VALUE.sub(r"\1\2REDACTED", _URL_CREDENTIALS.sub(r"\1REDACTED@", text))
 
 
 def _describe(f: DetectedFacts) -> str:
@@ -114,7 +131,7 @@ def _header(f: DetectedFacts, name: str, host: str, when: str) -> str:
              "# Each fact says how it was found (probe: output line). What detect could not find is a",
              "# '# not detected: ...' comment, never a guess; PLACEHOLDER marks a value the schema requires that",
              "# was not detected (also listed in `unverified`): replace those before you build.",
-             f"# Check: gen-recipe --site FILE --explain   Later: gen-recipe detect --compare FILE"]
+             "# Check: gen-recipe --site FILE --explain   Later: gen-recipe detect --compare FILE"]
     lines += [f"# WARNING: {_comment(w)}" for w in f.warnings]
     lines += ["schema = 1", _kv("name", name), _kv("description", _describe(f))]
     return "\n".join(lines) + "\n"

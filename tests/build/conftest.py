@@ -87,5 +87,5 @@ def local_site():
 @pytest.fixture(scope="session")
 def local_build(tools, local_base_image, local_site):
     """The `local` pytorch image, built through build_image (a no-op when its tag exists)."""
-    from generator import build
-    return build.build_image(local_site, "pytorch", cache_dir=CACHE)
+    from generator.images import oci
+    return oci.build_image(local_site, "pytorch", cache_dir=CACHE)

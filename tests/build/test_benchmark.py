@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import build
+from generator.images import oci
 
 CACHE = Path(__file__).resolve().parents[2] / "build"
 TARGET_RATIO = 0.5
@@ -23,7 +23,7 @@ def quiet(line: str) -> None:
 
 
 def test_build_time_cold_and_warm(benchmark, local_build, local_site):
-    warm = benchmark.pedantic(build.build_image, args=(local_site, "pytorch"),
+    warm = benchmark.pedantic(oci.build_image, args=(local_site, "pytorch"),
                               kwargs={"cache_dir": CACHE, "progress": quiet}, rounds=3, iterations=1)
     benchmark.extra_info.update(
         ref=local_build.ref, cold_seconds=None if local_build.cached else round(local_build.seconds, 1),
@@ -32,7 +32,7 @@ def test_build_time_cold_and_warm(benchmark, local_build, local_site):
 
 
 def test_runtime_stage_vs_single_stage_size(benchmark, local_build, local_site):
-    devel = benchmark.pedantic(build.build_image, args=(local_site, "pytorch"),
+    devel = benchmark.pedantic(oci.build_image, args=(local_site, "pytorch"),
                                kwargs={"target": "devel", "cache_dir": CACHE, "progress": quiet},
                                rounds=1, iterations=1)
     ratio = local_build.size_bytes / devel.size_bytes

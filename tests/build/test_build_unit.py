@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from generator import build, cli, render, site as site_mod
+from generator import cli, errors, render, site as site_mod
+from generator.images import base, builders, context, convert, process, tags
 
 TAG = re.compile(r"^localhost/gen-recipe/pytorch-local:0\.1\.0-[0-9a-f]{12}$")
 
@@ -19,49 +20,49 @@ def local():
 
 
 def test_default_ref_is_deterministic(local):
-    a = build.default_ref(local, "pytorch")
-    assert TAG.match(a) and a == build.default_ref(local, "pytorch")
-    assert build.default_ref(local, "pytorch", target="devel") == a + "-devel"
-    assert build.default_ref(local, "pytorch", registry="127.0.0.1:5000/x/") == "127.0.0.1:5000/x/" + a.split("/", 2)[2]
-    assert build.default_ref(local, "pytorch", fmt="apptainer").endswith("-sif")
-    assert build.default_ref(local, "osu") != a.replace("pytorch", "osu")  # each recipe hashes its own text
+    a = tags.default_ref(local, "pytorch")
+    assert TAG.match(a) and a == tags.default_ref(local, "pytorch")
+    assert tags.default_ref(local, "pytorch", target="devel") == a + "-devel"
+    assert tags.default_ref(local, "pytorch", registry="127.0.0.1:5000/x/") == "127.0.0.1:5000/x/" + a.split("/", 2)[2]
+    assert tags.default_ref(local, "pytorch", fmt="apptainer").endswith("-sif")
+    assert tags.default_ref(local, "osu") != a.replace("pytorch", "osu")  # each recipe hashes its own text
 
 
 def test_content_hash_covers_text_and_context(local):
-    text = render.render(local, "pytorch", "docker")
-    assert build.content_hash(text, local) != build.content_hash(text + "\n", local)
-    manifest = dict(build.context_manifest(local))
+    text = render.recipe_text(local, "pytorch", "docker")
+    assert tags.content_hash(text, local) != tags.content_hash(text + "\n", local)
+    manifest = dict(tags.context_manifest(local))
     assert manifest[local.software.torch_wheel] == "file:" + local.software.torch_wheel.split("/")[-1]
     assert "workloads/__main__.py" in manifest and not any("__pycache__" in p for p in manifest)
     frontier = site_mod.load("frontier")
-    assert not any(p.startswith("wheels/") for p, _ in build.context_manifest(frontier))
+    assert not any(p.startswith("wheels/") for p, _ in tags.context_manifest(frontier))
 
 
 def test_build_argv_per_builder(tmp_path):
-    podman = build.build_argv("podman", tmp_path, "t:1", target="devel", secret="/ca.crt")
+    podman = builders.build_argv("podman", tmp_path, "t:1", target="devel", secret="/ca.crt")
     assert podman == ("podman", "build", "--layers", "-f", f"{tmp_path}/Dockerfile", "-t", "t:1", "--target", "devel",
                       "--secret", "id=ca,src=/ca.crt", str(tmp_path))
-    docker = build.build_argv("docker", tmp_path, "t:1", cache_from="type=gha", cache_to="type=gha,mode=max")
+    docker = builders.build_argv("docker", tmp_path, "t:1", cache_from="type=gha", cache_to="type=gha,mode=max")
     assert docker[:4] == ("docker", "buildx", "build", "--load")
     assert ("--cache-from", "type=gha") == docker[-5:-3] and docker[-1] == str(tmp_path)
-    assert build.build_argv("buildah", tmp_path, "t")[0:2] == ("buildah", "build")
-    assert "--secret" not in build.build_argv("ch-image", tmp_path, "t")
+    assert builders.build_argv("buildah", tmp_path, "t")[0:2] == ("buildah", "build")
+    assert "--secret" not in builders.build_argv("ch-image", tmp_path, "t")
 
 
 def test_push_and_inspect_argv_use_plain_http_only_locally(tmp_path):
-    local = build.push_argv("podman", "127.0.0.1:5000/g/p:1", tmp_path / "d")
+    local = builders.push_argv("podman", "127.0.0.1:5000/g/p:1", tmp_path / "d")
     assert local == ("podman", "push", "--tls-verify=false", "--digestfile", str(tmp_path / "d"), "127.0.0.1:5000/g/p:1",
                      "docker://127.0.0.1:5000/g/p:1")
-    assert "--tls-verify=false" not in build.push_argv("podman", "ghcr.io/o/p:1", tmp_path / "d")
-    assert build.inspect_argv("localhost:5000/p:1") == ("skopeo", "inspect", "--raw", "--tls-verify=false",
+    assert "--tls-verify=false" not in builders.push_argv("podman", "ghcr.io/o/p:1", tmp_path / "d")
+    assert builders.inspect_argv("localhost:5000/p:1") == ("skopeo", "inspect", "--raw", "--tls-verify=false",
                                                        "docker://localhost:5000/p:1")
-    assert build.inspect_argv("ghcr.io/o/p:1") == ("skopeo", "inspect", "--raw", "docker://ghcr.io/o/p:1")
-    with pytest.raises(build.UsageError):
-        build.push_argv("ch-image", "ghcr.io/o/p:1", tmp_path / "d")
+    assert builders.inspect_argv("ghcr.io/o/p:1") == ("skopeo", "inspect", "--raw", "docker://ghcr.io/o/p:1")
+    with pytest.raises(errors.UsageError):
+        builders.push_argv("ch-image", "ghcr.io/o/p:1", tmp_path / "d")
 
 
 def test_wheel_argv_asks_for_exactly_the_named_wheel(tmp_path):
-    argv = build.wheel_argv("wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", tmp_path)
+    argv = context.wheel_argv("wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", tmp_path)
     assert argv[0] == sys.executable and "torch==2.13.0+cpu" in argv
     assert argv[argv.index("--platform") + 1] == "manylinux_2_28_x86_64"
     assert argv[argv.index("--python-version") + 1] == "311"
@@ -69,9 +70,9 @@ def test_wheel_argv_asks_for_exactly_the_named_wheel(tmp_path):
 
 def test_runtime_image_names(local):
     ref = "127.0.0.1:5000/gen-recipe/pytorch-local@sha256:" + "a" * 64
-    assert build.runtime_image_name(local, ref, "podman") == ref
-    assert build.runtime_image_name(local, ref, "charliecloud") == "build/images/pytorch-local-" + "a" * 64
-    assert build.runtime_image_name(local, "localhost/g/p:0.1.0-abc", "udocker") == "p-0.1.0-abc"
+    assert convert.runtime_image_name(local, ref, "podman") == ref
+    assert convert.runtime_image_name(local, ref, "charliecloud") == "build/images/pytorch-local-" + "a" * 64
+    assert convert.runtime_image_name(local, "localhost/g/p:0.1.0-abc", "udocker") == "p-0.1.0-abc"
 
 
 @pytest.mark.skipif(bool(shutil.which("apptainer") or shutil.which("singularity")), reason="Apptainer is installed")
@@ -96,18 +97,18 @@ def test_unknown_builder_for_format(capsys):
 
 def test_failing_step_streams_then_fails_in_one_line():
     lines = []
-    with pytest.raises(build.BuildFailed) as err:
-        build._stream(("sh", "-c", "echo step one; echo 'Error: boom' >&2; exit 3"), lines.append, "podman build of x")
+    with pytest.raises(process.BuildFailed) as err:
+        process.stream(("sh", "-c", "echo step one; echo 'Error: boom' >&2; exit 3"), lines.append, "podman build of x")
     assert lines == ["step one", "Error: boom"]
     assert str(err.value) == "podman build of x failed: sh exited 3 (Error: boom)"
 
 
 def test_progress_is_prefixed_on_stderr(capsys):
-    build.stderr_progress("STEP 1/5")
+    process.stderr_progress("STEP 1/5")
     out, err = capsys.readouterr()
     assert out == "" and err == "  | STEP 1/5\n"
 
 
 def test_remote_base_images_are_left_to_the_builder():
     frontier = site_mod.load("frontier")
-    assert build.ensure_base_image(frontier, progress=pytest.fail) == frontier.base.devel
+    assert base.ensure_base_image(frontier, progress=pytest.fail) == frontier.base.devel

@@ -1,5 +1,5 @@
 """Build → push → verify → pull by digest → run, on this machine, through gen-recipe's own code:
-`build.build_image` / `gen-recipe build`, `runtimes.command`, `build.runtime_image`, `gen-recipe launch`.
+`oci.build_image` / `gen-recipe build`, `runtimes.command`, `convert.runtime_image`, `gen-recipe launch`.
 
 Slow the first time (the `local` pytorch image builds in about 3 minutes); the image is built
 once per session and reused by every test here and by the benchmarks.
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import build, runtimes
+from generator import runtimes
+from generator.images import convert, oci
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / "build"
@@ -54,7 +55,7 @@ def last_json(stdout: str) -> dict:
 @pytest.fixture(scope="session")
 def pushed(local_build, local_site, registry):
     """The image pushed to the test registry (verified by build_image), then pulled back by digest."""
-    result = build.build_image(local_site, "pytorch", push=f"{registry}/gen-recipe", cache_dir=CACHE)
+    result = oci.build_image(local_site, "pytorch", push=f"{registry}/gen-recipe", cache_dir=CACHE)
     by_digest = f"{result.ref.rsplit(':', 1)[0]}@{result.digest}"
     subprocess.run(["podman", "pull", "--tls-verify=false", by_digest], check=True, capture_output=True, timeout=600)
     return result, by_digest
@@ -86,7 +87,7 @@ def test_podman_runs_the_pulled_image(pushed, local_site, run_env):
 
 @pytest.fixture(scope="session")
 def ch_image(pushed, local_site):
-    return build.runtime_image(local_site, pushed[1], "charliecloud", cache_dir=CACHE / "images")
+    return convert.runtime_image(local_site, pushed[1], "charliecloud", cache_dir=CACHE / "images")
 
 
 def pushed_digest(path: str) -> str:
@@ -100,7 +101,7 @@ def ch_image_ref(path: str) -> str:
 def test_charliecloud_runs_the_pulled_image(ch_image, local_site, run_env):
     assert ch_image.endswith("/build/images/pytorch-local-" + pushed_digest(ch_image))
     again = time.monotonic()
-    assert build.runtime_image(local_site, ch_image_ref(ch_image), "charliecloud", cache_dir=CACHE / "images") == ch_image
+    assert convert.runtime_image(local_site, ch_image_ref(ch_image), "charliecloud", cache_dir=CACHE / "images") == ch_image
     assert time.monotonic() - again < 5                     # reused, not unpacked again
     listing = run(runtimes.command(local_site, ch_image, ("python3", "-m", "workloads")), run_env)
     assert listing.returncode == 0, listing.stderr[-2000:]
@@ -143,10 +144,10 @@ def test_podman_launch_script_two_ranks(pushed, run_env, tmp_path):
 
 def test_udocker_runs_the_pulled_image(pushed, local_build, local_site, run_env):
     import os
-    name = build.runtime_image(local_site, pushed[1], "udocker", cache_dir=CACHE / "images")
+    name = convert.runtime_image(local_site, pushed[1], "udocker", cache_dir=CACHE / "images")
     for ref in (pushed[1], pushed[0].ref, local_build.ref):      # the conversion's temporary tag went, the image's names stayed
         assert subprocess.run(["podman", "image", "exists", ref], timeout=60).returncode == 0, ref
-    env = {**run_env, **build.udocker_env(CACHE / "images")}
+    env = {**run_env, **runtimes.udocker_env(CACHE / "images")}
     opts = runtimes.Options(allow_root=os.geteuid() == 0)
     smoke = run(runtimes.command(local_site, name, SMOKE, opts, runtime="udocker"), env)
     assert smoke.returncode == 0, smoke.stderr[-2000:]
@@ -155,7 +156,7 @@ def test_udocker_runs_the_pulled_image(pushed, local_build, local_site, run_env)
 
 def test_second_build_is_a_cached_no_op(local_build, local_site, run_env):
     # the tree as it is now (a no-op unless someone edited the workloads since the session's build)
-    current = build.build_image(local_site, "pytorch", cache_dir=CACHE)
+    current = oci.build_image(local_site, "pytorch", cache_dir=CACHE)
     proc = gen_recipe("build", "--site", "local", "--recipe", "pytorch", env=run_env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"up to date: {current.ref} sha256:")

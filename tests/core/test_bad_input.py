@@ -21,7 +21,7 @@ def _variant(tmp_path: Path, base: str, old: str, new: str) -> Path:
     text = (SITES / f"{base}.toml").read_text()
     assert re.search(old, text, flags=re.M), old
     path = tmp_path / "bad.toml"
-    path.write_text(re.sub(old, new, text, count=1, flags=re.M))
+    path.write_text(re.sub(old, lambda m: new, text, count=1, flags=re.M))
     return path
 
 
@@ -44,6 +44,24 @@ CASES = [
      "[reference, lower, upper, unit]"),
     ("ifca", r'^sources = \["I2"\]', 'sources = ["I9"]', "host.sources", "source 'I9' is not in [sources]"),
     ("ifca", r"^\[host\]", "[host", "line", "invalid TOML"),
+    # hostile and careless input (issue: tracebacks, validation gaps)
+    ("supermuc", r'^distro_version = "22.04"', 'distro_version = "18.04"', "images.none.distro_version",
+     "ubuntu 18.04 is not supported"),
+    ("supermuc", r'^version = "2019.12.320"', 'version = "2021"', "mpi.version", "is not an exact version"),
+    ("ifca", r'^version = "4.1.0".*$', 'version = "5"', "mpi.version", "is not an exact version"),
+    ("ifca", r'^version = "4.1.0".*$', 'version = "4.1.0\\n"', "mpi.version", "is not a version"),
+    ("ifca", r'^mpi_modes = \["hybrid"\]', "mpi_modes = []", "runtimes[0].mpi_modes", "no MPI mode listed"),
+    ("ifca", r'^name = "ifca"', 'name = "' + "x" * 3000 + '"', "name", "is not lower-case letters"),
+    ("ifca", r"^cnn = \[1.0, -0.03, 0.10, \"ratio\"\]", 'cnn = [nan, -0.03, 0.10, "ratio"]', "tolerances.cnn",
+     "finite numbers"),
+    ("ifca", r"^cnn = \[1.0, -0.03, 0.10, \"ratio\"\]", 'cnn = [1.0, -inf, 0.10, "ratio"]', "tolerances.cnn",
+     "finite numbers"),
+    ("ifca", r'^description = .*$', 'description = "two\\nlines"', "description", "control character"),
+    ("ifca", r'^description = .*$', 'description = "\\u001b[31mred"', "description", "control character"),
+    ("ifca", r'^mpi_mode = "hybrid"', 'mpi_mode = "hybrid"\nenv = { "$(touch X)" = "1" }', "container.env key",
+     "environment variable name"),
+    ("ifca", r'^\[software\]', '[software]\npython = "$(touch X)"', "software.python", "is not a path"),
+    ("ifca", r"^count_per_node = 4", "count_per_node = -4", "gpu.count_per_node", "expected an integer from 0"),
 ]
 
 
@@ -67,6 +85,7 @@ def test_bad_site_file(tmp_path, base, old, new, key, words):
     (["--recipe", "pytorc"], "unknown recipe 'pytorc' (did you mean 'pytorch'?)"),
     (["--format", "dock"], "invalid choice: 'dock'"),
     (["--site", "/no/such/site.toml"], "/no/such/site.toml: cannot read site file"),
+    (["--site", "\x1b[2Jfrontier"], "is not a site name or path"),
     (["--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_bad_arguments(tmp_path, argv, words):

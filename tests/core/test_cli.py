@@ -103,14 +103,16 @@ def test_console_script_runs_without_traceback(tmp_path):
 
 
 def test_every_package_ships_in_the_wheel(repo_root):
-    """pyproject lists packages explicitly (recipes/ and sites/ map into generator.*): none may be missed."""
+    """Every package folder of the distribution is found by pyproject's package discovery."""
     import sys
+
+    from setuptools import find_packages
     if sys.version_info >= (3, 11):
         import tomllib
     else:
         import tomli as tomllib
-    config = tomllib.loads((repo_root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(config["packages"])
-    found = {".".join(p.parent.relative_to(repo_root).parts) for p in (repo_root / "generator").rglob("__init__.py")}
-    found |= {"generator.recipes", "generator.recipes.workloads", "generator.sites"}
-    assert found <= listed, f"missing from [tool.setuptools] packages: {sorted(found - listed)}"
+    config = tomllib.loads((repo_root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    listed = set(find_packages(str(repo_root), include=config["include"]))
+    found = {".".join(p.parent.relative_to(repo_root).parts)
+             for top in ("generator", "recipes", "sites", "workloads") for p in (repo_root / top).rglob("__init__.py")}
+    assert found <= listed, f"not found by [tool.setuptools.packages.find]: {sorted(found - listed)}"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import catalog, render, site
+from generator import catalog, files, render, site
 
 from .helpers import all_sites
 
@@ -22,10 +22,10 @@ MATRIX = [(s, r, f) for s in all_sites() for r in catalog.names() for f in ("doc
 @pytest.mark.parametrize("site_name,recipe,fmt", MATRIX, ids=["-".join(m) for m in MATRIX])
 def test_golden(site_name, recipe, fmt):
     s = site.load(site_name)
-    text = render.render(s, recipe, fmt)
+    text = render.recipe_text(s, recipe, fmt)
     path = GOLDEN / render.relpath(s, recipe, fmt)
     if os.environ.get("UPDATE_GOLDEN"):
-        render.write_atomic(path, text)
+        files.write_atomic(path, text)
     assert path.is_file(), f"missing golden file {path} (UPDATE_GOLDEN=1 creates it)"
     assert text == path.read_text(encoding="utf-8"), f"{path} differs (UPDATE_GOLDEN=1 to accept, then review)"
 

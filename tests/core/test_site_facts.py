@@ -14,7 +14,7 @@ FORMATS = ("docker", "apptainer")
 
 
 def text(site_name: str, recipe: str = "pytorch", fmt: str = "docker") -> str:
-    return render.render(site.load(site_name), recipe, fmt)
+    return render.recipe_text(site.load(site_name), recipe, fmt)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -37,7 +37,7 @@ def test_frontier_rocm_mpich_abi_cxi(name, fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_supermuc_intel_mpi_of_the_host_version_and_omnipath(fmt):
     s = site.load("supermuc")
-    t = render.render(s, "pytorch", fmt)
+    t = render.recipe_text(s, "pytorch", fmt)
     assert s.mpi.version == "2019.12.320"
     assert "intel-mpi-2019.12-320" in t, "Intel MPI package of the host's exact version"
     assert "--enable-psm2" in t and "--enable-opx" in t, "libfabric with the Omni-Path providers"
@@ -59,7 +59,7 @@ def test_ifca_openmpi_410_with_ucx_on_cuda(fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_local_openmpi_pinned_to_the_debian_host(fmt):
     s = site.load("local")
-    t = render.render(s, "pytorch", fmt)
+    t = render.recipe_text(s, "pytorch", fmt)
     pin = s.software.distro_pins["openmpi-bin"]
     assert f"openmpi-bin={pin}" in t and f"libopenmpi3={pin}" in t
     assert "python3-mpi4py=" in t and "--system-site-packages" in t

@@ -13,7 +13,7 @@ from generator.site import Site, Version
 from .helpers import all_sites
 
 EXPECTED = {"frontier", "odo", "supermuc", "galileo", "ifca", "forhlr2", "hlrs", "lumi", "perlmutter", "alps",
-            "leonardo", "local"}
+            "leonardo", "local", "local-slurm"}
 
 
 def test_every_required_site_ships():

@@ -57,7 +57,9 @@ def test_out_is_a_directory_or_exists(tmp_path):
 
 @pytest.mark.parametrize("argv, words", [
     (("--name", "My Site"), ("not a valid site name",)),
-    (("--timeout", "0"), ("--timeout must be positive",)),
+    (("--timeout", "0"), ("--timeout", "out of range")),
+    (("--timeout", "nan"), ("--timeout", "out of range")),
+    (("--timeout", "inf"), ("--timeout", "out of range")),
     (("--out", "x.toml", "--compare", "local"), ("not allowed with argument",)),
     (("--bogus",), ("unrecognized arguments",)),
 ])

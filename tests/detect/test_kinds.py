@@ -8,7 +8,7 @@ import re
 import pytest
 
 from generator import site as site_mod
-from generator.detect import compare, looks_like, render_toml
+from generator.detect import compare, looks_like, site_toml
 
 from .conftest import KINDS, SITE_OF_KIND
 
@@ -65,7 +65,7 @@ def test_detected_facts(kinds, kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_toml_loads_and_every_fact_says_how_it_was_found(kinds, kind):
-    text = render_toml(kinds[kind], "mysite")
+    text = site_toml(kinds[kind], "mysite")
     site = site_mod.parse(text, f"{kind}.toml")
     assert site.mpi.flavour == kinds[kind].value("mpi.flavour")
     assert site.fabric.provider == kinds[kind].value("fabric.provider")
@@ -108,7 +108,7 @@ def test_enroot_without_pyxis_is_not_the_container_engine():
     f = detect_kind("cray-cxi-cuda-ce", **{"srun --help": "Usage: srun [OPTIONS(0)...]\n  -A, --account=name\n"})
     assert not f.get("runtimes.ce").detected
     assert "no pyxis" in f.get("runtimes.ce").how and "enroot 2.13.0" in f.get("runtimes.ce").how
-    text = render_toml(f)
+    text = site_toml(f)
     assert "# not detected: ce — srun --help: no --container-image or --environment option (no pyxis)" in text
     assert "PLACEHOLDER: no container runtime found" in text
     site_mod.parse(text, "x.toml")
@@ -121,7 +121,7 @@ def test_mpi4py_linked_against_another_mpi_is_a_warning():
     assert f.value("mpi.version") == "8.1.31", "mpi4py never sets the host version when the environment does"
     assert f.warnings == ("python3's mpi4py is linked against cray-mpich 9.0.0.113, but the host MPI is cray-mpich "
                           "8.1.31: the bare-metal baseline and the container must use the same MPI",)
-    assert "# WARNING: python3's mpi4py is linked against cray-mpich 9.0.0.113" in render_toml(f)
+    assert "# WARNING: python3's mpi4py is linked against cray-mpich 9.0.0.113" in site_toml(f)
     f = detect_kind("openmpi-ucx-cuda", **{"python3 -c mpi4py": "MPICH Version:\t4.1.2\nmpi4py 3.1.4\n"})
     assert len(f.warnings) == 1 and "mpich 4.1.2, but the host MPI is openmpi 4.1.5" in f.warnings[0]
     f = detect_kind("intel-psm2", **{"python3 -c mpi4py": "MPICH Version:\t4.1.2\nmpi4py 3.1.4\n"})
@@ -136,7 +136,7 @@ def test_cray_mpich_seen_on_a_node_without_slingshot_devices_stays_loadable(tmp_
     from .conftest import environment, recorded
     f = detect(runner=recorded("cray-cxi-rocm"), root=tmp_path, env=environment("cray-cxi-rocm"))
     assert f.value("fabric.kind") == "ethernet" and f.value("mpi.flavour") == "cray-mpich"
-    text = render_toml(f)
+    text = site_toml(f)
     site = site_mod.parse(text, "x.toml")
     assert site.fabric.kind == "slingshot" and "kind" in site.fabric.unverified
 
@@ -146,6 +146,6 @@ def test_detected_site_generates_every_recipe(kinds, kind):
     """The detected TOML is a working site file, not just a loadable one."""
     from generator import catalog, render
     from generator.hpccm_context import FORMATS
-    site = site_mod.parse(render_toml(kinds[kind], "mysite"), f"{kind}.toml")
+    site = site_mod.parse(site_toml(kinds[kind], "mysite"), f"{kind}.toml")
     texts = render.render_all(site, catalog.names(), FORMATS)
     assert len(texts) == 2 * len(catalog.names())

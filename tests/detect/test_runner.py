@@ -8,7 +8,7 @@ import time
 import pytest
 
 from generator import site as site_mod
-from generator.detect import detect, detect_site, render_toml
+from generator.detect import detect, detect_site, site_toml
 from generator.probes.runner import NOT_FOUND, TIMED_OUT
 from generator.probes.table import PROBES
 
@@ -52,7 +52,7 @@ def test_missing_hanging_failing_and_garbage_commands(fake_machine):
     assert not f.get("mpi.flavour").detected and "mpirun --version: output not understood" in f.get("mpi.flavour").how
     assert f.runtimes == {"charliecloud": "0.31", "udocker": "1.3.17", "podman": "4.3.1"}
     assert list(home.iterdir()) == [], "udocker creates ~/.udocker on every call: it runs with a scratch HOME"
-    text = render_toml(f)
+    text = site_toml(f)
     site = site_mod.parse(text, "fake.toml")
     assert site.host.os == "unknown" and "os" in site.host.unverified
     assert "# not detected: internet" in text and "PLACEHOLDER" in text
@@ -66,7 +66,7 @@ def test_empty_machine_loads_with_placeholders(tmp_path):
         [k for k, v in f.facts.items() if v.detected]
     # what *is* known: no scheduler, no GPU tools or devices, no fabric devices
     assert (f.value("host.scheduler"), f.value("gpu.stack"), f.value("fabric.kind")) == ("none", "none", "ethernet")
-    site = site_mod.parse(render_toml(f, "empty"), "empty.toml")
+    site = site_mod.parse(site_toml(f, "empty"), "empty.toml")
     assert site.mpi.flavour == "none" and site.runtimes[0].name == "apptainer"
     assert site.runtimes[0].unverified == ("name", "version") and site.host.unverified == ("os", "os_version")
 
@@ -78,7 +78,7 @@ def test_garbage_from_every_command_and_file(tmp_path):
     f = detect(runner=lambda argv: (0, GARBAGE), root=tmp_path, env={"LOADEDMODULES": GARBAGE})
     bad = [o.probe.key for o in f.observations if o.ok and o.probe.key != "environment"]
     assert bad == []
-    site_mod.parse(render_toml(f), "garbage.toml")
+    site_mod.parse(site_toml(f), "garbage.toml")
 
 
 def test_function_runner_gets_argv_and_its_codes_mean_not_found_and_timed_out(tmp_path):
@@ -107,7 +107,7 @@ def test_gpu_devices_without_a_working_driver_tool(tmp_path):
                                                       "NVIDIA driver.")}, root=tmp_path, env={})
     assert (f.value("gpu.vendor"), f.value("gpu.stack"), f.value("gpu.count_per_node")) == ("nvidia", "cuda", 2)
     assert not f.get("gpu.version").detected
-    site = site_mod.parse(render_toml(f), "x.toml")
+    site = site_mod.parse(site_toml(f), "x.toml")
     assert site.gpu.stack == "cuda" and str(site.gpu.version) == "0" and site.gpu.unverified == ("version",)
 
 

@@ -7,7 +7,8 @@ import stat
 
 import pytest
 
-from generator import build, cli, launch, site as site_mod
+from generator import cli, launch, site as site_mod
+from generator.images import convert, tags
 
 
 def run_cli(capsys, *argv):
@@ -20,11 +21,11 @@ def test_default_image_is_what_build_makes(capsys):
     rc, out, err = run_cli(capsys, "--site", "local", "--recipe", "pytorch")
     assert rc == 0 and err == ""
     s = site_mod.load("local")
-    expected = build.runtime_image_name(s, build.default_ref(s, "pytorch"), "charliecloud")
+    expected = convert.runtime_image_name(s, tags.default_ref(s, "pytorch"), "charliecloud")
     assert expected.startswith("build/images/pytorch-local-0.1.0-")
     assert f" {expected} -- python3 -m workloads.cnn" in out.replace(" \\\n    ", " ")
     rc, out, _ = run_cli(capsys, "--site", "local", "--runtime", "podman")
-    assert build.default_ref(s, "pytorch") in out
+    assert tags.default_ref(s, "pytorch") in out
 
 
 def test_sif_default_for_apptainer(capsys):
@@ -71,18 +72,18 @@ def test_errors_are_one_line_exit_2(capsys, argv, message):
 
 def test_plan_defaults():
     s = site_mod.load("frontier")
-    p = launch.plan(s, launch.Job(nodes=2))
+    p = launch.plan_job(s, launch.Job(nodes=2))
     assert (p.runtime, p.mode, p.gpus, p.tasks) == ("apptainer", "bind", 8, 8)
     assert p.workload_argv == ("python3", "-m", "workloads.cnn", "--mode", "ddp")
-    single = launch.plan(site_mod.load("local"), launch.Job(workload="llm"))
+    single = launch.plan_job(site_mod.load("local"), launch.Job(workload="llm"))
     assert single.workload_argv == ("python3", "-m", "workloads.llm") and single.tasks == 1
 
 
 def test_schedulers():
-    torque = launch.render(site_mod.load("hlrs"), launch.Job(nodes=2, image="x.sif"))
+    torque = launch.script(site_mod.load("hlrs"), launch.Job(nodes=2, image="x.sif"))
     assert "#PBS -l nodes=2:ppn=1:gpus=1" in torque and 'cd "${PBS_O_WORKDIR}"' in torque
     import dataclasses
     s = site_mod.load("leonardo")
     for sched, marker in (("pbs", "#PBS -l select=2:mpiprocs=4:ngpus=4"), ("lsf", '#BSUB -R "span[ptile=4]"')):
         alt = dataclasses.replace(s, host=dataclasses.replace(s.host, scheduler=sched))
-        assert marker in launch.render(alt, launch.Job(nodes=2, image="x.sif"))
+        assert marker in launch.script(alt, launch.Job(nodes=2, image="x.sif"))

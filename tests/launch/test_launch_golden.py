@@ -58,7 +58,7 @@ def _check(path: Path, text: str) -> None:
 
 
 def _command_json(s: site_mod.Site, mode: str) -> str:
-    p = launch.plan(s, _job(s, mode, False))
+    p = launch.plan_job(s, _job(s, mode, False))
     cmd = launch.container_command(p)
     data = {"runtime": p.runtime, "mode": mode, "argv": list(cmd.argv), "env": dict(cmd.env),
             "launcher_args": list(cmd.launcher_args), "files": dict(cmd.files), "setup": [list(x) for x in cmd.setup]}
@@ -68,7 +68,7 @@ def _command_json(s: site_mod.Site, mode: str) -> str:
 @pytest.mark.parametrize("name,mode,bare", CASES)
 def test_script_matches_golden(name, mode, bare):
     s = site_mod.load(name)
-    text = launch.render(s, _job(s, mode, bare))
+    text = launch.script(s, _job(s, mode, bare))
     assert text.startswith("#!/bin/bash\n")
     assert [ln for ln in text.splitlines() if not ln.startswith("#")][0] == "set -euo pipefail"
     _check(GOLDEN / f"{name}-{mode}{'-bare' if bare else ''}.sh", text)
@@ -107,8 +107,8 @@ def test_golden_scripts_are_shellcheck_clean():
 
 def test_bare_twin_shares_modules_env_and_launcher():
     s = site_mod.load("frontier")
-    box = launch.render(s, _job(s, "bind", False)).splitlines()
-    bare = launch.render(s, _job(s, "bind", True)).splitlines()
+    box = launch.script(s, _job(s, "bind", False)).splitlines()
+    bare = launch.script(s, _job(s, "bind", True)).splitlines()
     assert [ln for ln in box if ln.startswith("module load")] == [ln for ln in bare if ln.startswith("module load")]
     assert len([ln for ln in box if ln.startswith("module load")]) == 3
     prefix = "srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --mpi=pmi2 "

@@ -29,7 +29,7 @@ def with_runtime(s, name, modes=("bind", "hybrid")):
 
 
 def test_every_runtime_of_the_site_model_has_a_builder():
-    assert set(rt.RUNTIMES) == set(typing.get_args(site_mod.RuntimeName)) == set(rt.BUILDERS)
+    assert set(rt.RUNTIMES) == set(typing.get_args(site_mod.RuntimeName)) == set(rt.PLATFORMS)
 
 
 def test_frontier_bind_is_the_olcf_recipe():

@@ -13,7 +13,7 @@ from generator.lint.model import kind_by_name
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "lint"
-CORPUS = sorted(p for d in ("smelly", "hpccm", "build") for p in (FIXTURES / d).iterdir() if kind_by_name(p.name))
+CORPUS = sorted(p for d in ("smelly", "hpccm", "build", "realworld") for p in (FIXTURES / d).iterdir() if kind_by_name(p.name))
 # GEN_RECIPE_LINT_REGEN=1 pytest tests/lint/test_lint_fixtures.py rewrites the sidecars (review the diff!)
 REGEN = os.environ.get("GEN_RECIPE_LINT_REGEN") == "1"
 RAW_SITES = ("frontier", "ifca", "local", "supermuc")    # the sites scripts/hpccm_raw.py renders
@@ -30,7 +30,7 @@ def kind_of(fmt: str) -> str:
 def site_sources(name: str, recipes: list[str] | None = None) -> list[tuple[Source, Target]]:
     """Every recipe × format of one site, rendered in memory, with the site's Apptainer target."""
     s = site.load(name)
-    return [(Source(str(render.relpath(s, recipe, fmt)), render.render(s, recipe, fmt), kind_of(fmt)), target_of(s))
+    return [(Source(str(render.relpath(s, recipe, fmt)), render.recipe_text(s, recipe, fmt), kind_of(fmt)), target_of(s))
             for recipe in (recipes or catalog.names()) for fmt in FORMATS]
 
 

@@ -1,5 +1,5 @@
 """A fixed Dockerfile still builds: the smelly local-site file (a few apt packages and one small
-pinned pip package on the local base image) after `gen-recipe lint --fix`, built with podman.
+pinned pip package on the local base image) after `gen-recipe lint --unsafe-fixes`, built with podman.
 Slow (~1 minute: apt-get and pip inside the build)."""
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ def test_fixed_dockerfile_builds_and_runs_as_non_root(tmp_path, capsys, local_ba
     text = (FIXTURES / "build" / "local.Dockerfile").read_text(encoding="utf-8")
     path = tmp_path / "Dockerfile"
     path.write_text(text.replace("FROM localhost/debian:bookworm", f"FROM {local_base_image}"), encoding="utf-8")
-    rc = cli.main(["lint", "--fix", "--no-backup", "--format", "json", str(path)])
+    rc = cli.main(["lint", "--unsafe-fixes", "--no-backup", "--format", "json", str(path)])
     doc = json.loads(capsys.readouterr().out)
-    assert rc == 1 and [f["rule"] for f in doc["findings"]] == ["DL3008"]      # unpinned apt: no safe fix
+    assert rc == 1 and [f["rule"] for f in doc["findings"]] == ["DL3008"]      # unpinned apt: no fix at all
+    assert sorted(f["rule"] for f in doc["fixed"] if f["unsafe"]) == ["DL3015", "GR003"]
     tag = f"localhost/gen-recipe-lint-test:{os.getpid()}"
     secret = ["--secret", f"id=ca,src={CA}"] if os.path.exists(CA) else []
     try:

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from generator import cli, render, site
+from generator import cli, files, render, site
 from generator.lint.rules import RULES
 
 from .helpers import FIXTURES
@@ -27,7 +27,7 @@ def clean_files(tmp_path):
     s = site.load("local")
     for fmt in ("docker", "apptainer"):
         path = tmp_path / render.relpath(s, "osu", fmt)
-        render.write_atomic(path, render.render(s, "osu", fmt))
+        files.write_atomic(path, render.recipe_text(s, "osu", fmt))
     return tmp_path / "local"
 
 
@@ -132,27 +132,71 @@ def test_fix_keeps_a_backup_and_reports(capsys, tmp_path):
     original = (SMELLY / "apt.def").read_text()
     path.write_text(original)
     rc, out, _ = lint(capsys, "--fix", path)
-    assert rc == 1                                          # DL3008 (pins) is left: no safe fix
+    assert rc == 1                                          # DL3008 (pins) and DL3015 (unsafe) are left
     assert (tmp_path / "apt.def.orig").read_text() == original
     fixed = path.read_text()
-    assert "apt-get install -y --no-install-recommends curl" in fixed and "rm -rf /var/lib/apt/lists/*" in fixed
+    assert "apt-get install -y curl" in fixed and "rm -rf /var/lib/apt/lists/*" in fixed
     lines = out.strip().splitlines()
-    assert any(": fixed DL3014: " in line for line in lines)
+    assert any(": fixed DL3014: " in line for line in lines) and "unsafe" not in out
     assert [line.split(": ")[1] for line in lines if "warning" in line] == ["DL3008 warning", "DL3008 warning"]
-    assert lines[-1] == "fixed 5, 2 findings left in 1 file"
+    assert lines[-1] == "fixed 3, 4 findings left in 1 file"
+    # the unsafe level adds --no-install-recommends with its reason; the first backup is kept
+    rc, out, _ = lint(capsys, "--unsafe-fixes", path)
+    assert (tmp_path / "apt.def.orig").read_text() == original
+    assert (tmp_path / "apt.def.orig.1").read_text() == fixed
+    assert "apt-get install --no-install-recommends -y curl" in path.read_text()
+    assert out.count("fixed DL3015: ") == 2 and out.count("(unsafe: drops the packages' Recommends") == 2
+    assert out.strip().splitlines()[-1] == "fixed 2 (2 unsafe), 2 findings left in 1 file"
 
 
 def test_fix_without_backup_and_clean_result(capsys, tmp_path):
     path = tmp_path / "Dockerfile"
     shutil.copy(SMELLY / "root.Dockerfile", path)
-    rc, out, _ = lint(capsys, "--fix", "--no-backup", "--format", "json", path)
+    rc, out, _ = lint(capsys, "--fix", "--no-backup", path)             # USER is an unsafe fix
+    assert rc == 1 and out.strip().splitlines()[-1] == "fixed 0, 1 finding left in 1 file"
+    rc, out, _ = lint(capsys, "--unsafe-fixes", "--no-backup", "--format", "json", path)
     doc = json.loads(out)
     assert rc == 0 and doc["findings"] == [] and [f["rule"] for f in doc["fixed"]] == ["GR003"]
+    assert doc["fixed"][0]["unsafe"].startswith("processes that need root") and doc["summary"]["unsafe_fixed"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile"]
     assert path.read_text().endswith("USER 10001:10001\n")
     rc, out, _ = lint(capsys, "--fix", path)                # nothing to do: no rewrite, no backup
     assert rc == 0 and out.strip() == "fixed 0, 0 findings left in 1 file"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile"]
+
+
+def test_fix_keeps_mode_link_crlf_and_bom(capsys, tmp_path):
+    real = tmp_path / "real.Dockerfile"
+    real.write_bytes("\ufeffFROM debian:12\r\nRUN apt install -y curl=7.88.1-10+deb12u8 && rm -rf /var/lib/apt/lists/*"
+                     "\r\nUSER 1\r\n".encode())
+    real.chmod(0o640)
+    link = tmp_path / "Dockerfile"
+    link.symlink_to(real.name)
+    rc, out, _ = lint(capsys, "--fix", link)
+    assert "fixed DL3027" in out and link.is_symlink()
+    assert real.read_bytes() == ("\ufeffFROM debian:12\r\nRUN apt-get install -y curl=7.88.1-10+deb12u8 && rm -rf "
+                                 "/var/lib/apt/lists/*\r\nUSER 1\r\n").encode()
+    assert real.stat().st_mode & 0o777 == 0o640 and (tmp_path / "real.Dockerfile.orig").exists()
+
+
+def test_fix_reports_the_fix_limit(capsys, tmp_path, monkeypatch):
+    from generator.lint import fix
+    path = tmp_path / "Dockerfile"
+    path.write_text("FROM debian:12\n" + "RUN pip install --no-cache-dir a==1 && pip install b==1\n" * 3 + "USER 1\n")
+    monkeypatch.setattr(fix, "MAX_FIXES", 2)
+    rc, out, err = lint(capsys, "--fix", path)
+    assert "stopped after 2 fixes; run --fix again" in err and out.count("fixed DL3042") == 2
+
+
+def test_directory_mode_names_and_skipped_files(capsys, tmp_path):
+    for name in ("Dockerfile-cuda", "gpu.dockerfile", "Containerfile.rocm", "Singularity.gpu", "notes.md",
+                 "Dockerfile.orig"):
+        (tmp_path / name).write_text("FROM debian:12\nUSER 1\n" if "ingularity" not in name else
+                                     "Bootstrap: docker\nFrom: debian:12\n")
+    rc, out, err = lint(capsys, tmp_path)
+    assert out.strip().splitlines()[-1] == "0 findings in 4 files"
+    assert f"skipped {tmp_path / 'notes.md'}: its extension says documentation" in err
+    assert f"skipped {tmp_path / 'Dockerfile.orig'}: a --fix backup" in err
 
 
 def test_fix_writes_atomically(capsys, tmp_path, monkeypatch):
@@ -164,8 +208,8 @@ def test_fix_writes_atomically(capsys, tmp_path, monkeypatch):
         raise PermissionError(13, "Permission denied", str(dst))
 
     monkeypatch.setattr(os, "replace", fail)
-    rc, out, err = lint(capsys, "--fix", path)
-    assert rc == 2 and err.startswith("gen-recipe: lint: cannot write ") and "Permission denied" in err
+    rc, out, err = lint(capsys, "--unsafe-fixes", path)
+    assert rc == 2 and err.startswith("gen-recipe: ") and "cannot write " in err and "Permission denied" in err
     assert path.read_text() == original
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile"]     # no temporary file left
 

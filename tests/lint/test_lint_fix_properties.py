@@ -84,3 +84,15 @@ def test_definition_fix_is_idempotent(text):
     fixed, _ = fix_text(text, DEFINITION)
     assert fix_text(fixed, DEFINITION) == (fixed, [])
     assert len(definition.parse(fixed)) == len(definition.parse(text))
+
+
+@settings(max_examples=60, deadline=None)
+@given(dockerfiles(), definitions())
+def test_unsafe_level_is_idempotent_and_adds_only_unsafe_fixes(text, defn):
+    for source, kind in ((text, DOCKER), (defn, DEFINITION)):
+        safe, done = fix_text(source, kind)
+        assert not any(f.unsafe for f in done)
+        fixed, all_done = fix_text(source, kind, unsafe=True)
+        assert fix_text(fixed, kind, unsafe=True) == (fixed, [])
+        if not any(f.unsafe for f in all_done):
+            assert fixed == safe

@@ -8,7 +8,7 @@ import pytest
 from generator.lint import DEFINITION, DOCKER, LintError, Target, lint_text
 from generator.lint import definition, shell
 from generator.lint.fix import fix_text
-from generator.lint.model import kind_by_content, kind_by_name
+from generator.lint.model import kind_by_content, kind_by_name, split_lines
 
 
 def rules(findings) -> list[tuple[int, str]]:
@@ -113,7 +113,7 @@ def test_sections_of_one_name_are_one_script():
 
 
 def test_dockerfile_pragmas_cover_our_rules_and_mixed_lists():
-    text = ("FROM debian:12\n# hadolint ignore=DL3008,DL3015,GR002\n"
+    text = ("FROM debian:12\n# hadolint ignore=DL3008,DL3015,GR002,GR004\n"
             "RUN apt-get update && apt-get install -y curl && rm -rf /var/lib/apt/lists/* && \\\n"
             "    wget -q https://x/y.tar.gz\n# gen-recipe: ignore=GR003\nUSER root\n")
     assert rules(lint_text(text, kind=DOCKER)) == [(6, "DL3002"), (6, "DL3066")]
@@ -123,7 +123,7 @@ def test_pipe_to_shell_and_downloads():
     text = defn("%post -c /bin/bash\n    set -euo pipefail\n    wget -qO- https://x/i.sh | bash\n"
                 "    curl -fsSLo /tmp/a.tar.gz https://x/a.tar.gz\n    tar xzf /tmp/a.tar.gz\n"
                 "    wget -q -P /opt https://x/b.zip\n    rm -rf /tmp/*\n")
-    assert rules(lint_text(text, kind=DEFINITION)) == [(5, "GR001"), (8, "AP016")]
+    assert rules(lint_text(text, kind=DEFINITION)) == [(5, "GR001"), (6, "GR004"), (8, "AP016"), (8, "GR004")]
 
 
 def test_fix_cd_to_workdir_restores_the_previous_one():
@@ -161,5 +161,81 @@ def test_fix_definition_pipefail_keeps_errexit():
     fixed, done = fix_text(text, DEFINITION)
     assert fixed == defn("%post -c /bin/bash\n    set -eo pipefail\n    # shellcheck source=/dev/null\n    . /x.sh\n"
                          "%post\n    wget -qO- https://x/a.tgz | tar xz\n")
-    assert [(f.line, f.rule) for f in done] == [(7, "DL4006")]
-    assert lint_text(fixed, kind=DEFINITION) == []
+    assert [(f.line, f.rule, f.unsafe) for f in done] == [(7, "DL4006", "")]
+    assert rules(lint_text(fixed, kind=DEFINITION)) == [(8, "GR004")]         # the tarball is not verified
+
+
+# ---- issue 15: parser tolerance, working directories, the new rules -------------------------
+
+def test_lines_split_at_lf_only():
+    assert split_lines("\ufeffa\r\nb\u2028c\fd\n") == ["a", "b\u2028c\fd"]
+
+
+@pytest.mark.parametrize("words, verified", [
+    ("sha256sum -c -", True), ("sha256sum --check x.sha256", True), ("shasum -a 256 -c x", True),
+    ("gpg --verify x.asc x", True), ("gpgv x.sig x", True), ("sha256sum x", False), ("gpg --import k", False),
+])
+def test_what_counts_as_verification(words, verified):
+    assert shell.verifies(shell.split_script([(1, words)])[0][0]) is verified
+
+
+@pytest.mark.parametrize("line, url", [
+    ("curl -fsSLO https://x/a-1.0.tar.gz", "https://x/a-1.0.tar.gz"),
+    ("wget -qO /usr/share/keyrings/k.gpg https://x/k.gpg", "https://x/k.gpg"),
+    ("curl -fsSL https://x/keys/vendor", "https://x/keys/vendor"),
+    ("curl -fsSL https://x/api/status", None),
+    ("git clone https://x/a.git", None),
+])
+def test_downloads_that_need_verification(line, url):
+    assert shell.fetched_url(shell.split_script([(1, line)])[0][0]) == url
+
+
+def test_relative_paths_follow_cd_and_workdir():
+    cmds = shell.split_script([(1, "cd /tmp/x && wget -q https://x/a.tgz && cd sub && rm a.tgz")])[0]
+    pairs = shell.tracked(cmds, "/")
+    assert [cwd for _, cwd in pairs] == ["/", "/tmp/x", "/tmp/x", "/tmp/x/sub"]
+    assert shell.downloaded(*pairs[1]) == "/tmp/x/a.tgz"
+    assert not shell.deleted("/tmp/x/a.tgz", pairs[2:])                     # rm runs in /tmp/x/sub
+    assert shell.removes(cmds[3], "/tmp/x/a.tgz", "/tmp/x")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("FROM debian:12\nRUN rm -rf /tmp/*\nUSER 1\n", [(2, "GR005")]),
+    ("FROM debian:12\nRUN pip cache purge\nUSER 1\n", [(2, "GR005")]),
+    ("FROM debian:12\nRUN make && rm -rf /tmp/*\nUSER 1\n", []),               # cleans up after itself
+    ("FROM debian:12\nRUN curl -k -o /x https://x/y\nUSER 1\n", [(2, "GR007")]),
+    ("FROM debian:12\nRUN\tcd /x && make\nUSER 1\n", [(2, "DL3003")]),         # a tab after RUN
+])
+def test_new_dockerfile_rules(text, expected):
+    assert [r for r in rules(lint_text(text, kind=DOCKER)) if r[1] not in ("DL3059",)] == expected
+
+
+def test_toolchain_only_in_single_stage_recipes():
+    one = ("FROM debian:12\nRUN apt-get update && apt-get install -y --no-install-recommends gcc=4:12.2.0-3 && "
+           "rm -rf /var/lib/apt/lists/*\nRUN make\nUSER 1\n")
+    assert (2, "GR006") in rules(lint_text(one, kind=DOCKER))
+    two = one + "FROM debian:12\nCOPY --from=0 /a /a\nUSER 1\n"
+    assert "GR006" not in [r for _, r in rules(lint_text(two, kind=DOCKER))]
+    purged = one.replace("RUN make\n", "RUN make && apt-get purge -y gcc\n")
+    assert "GR006" not in [r for _, r in rules(lint_text(purged, kind=DOCKER))]
+
+
+def test_echo_into_a_pipe_needs_no_pipefail_in_definitions():
+    text = defn("%post\n    echo \"abc  /x.tgz\" | sha256sum -c -\n    cat /x | tar x\n")
+    assert [r for r in rules(lint_text(text, kind=DEFINITION)) if r[1] == "DL4006"] == [(5, "DL4006")]
+
+
+def test_gr008_command_substitution_that_decides_what_runs(tmp_path):
+    """A site value like `python = "$(touch X)"` spliced into a script is flagged in both formats;
+    a substitution that only computes an argument is not."""
+    from generator.lint.engine import lint_text
+    docker = ("FROM debian:12\nARG PY=python3\n"
+              "RUN $(echo $PY) -m venv /opt/v && apt-get install -y --no-install-recommends $(cat /p) "
+              "&& make -j$(nproc) && rm -rf /var/lib/apt/lists/*\nUSER 1000\n")
+    definition = ("Bootstrap: docker\nFrom: debian:12\n\n%post\n    `cat /x` -m venv /opt/v\n"
+                  "    make -j$(nproc)\n")
+    found = [(f.line, f.message) for f in lint_text(docker, "x.Dockerfile") if f.rule == "GR008"]
+    assert sorted(found) == [(3, "a command substitution decides a package to install"),
+                             (3, "a command substitution decides the program to run")]
+    found = [(f.line, f.message) for f in lint_text(definition, "x.def") if f.rule == "GR008"]
+    assert found == [(5, "a command substitution decides the program to run")]

@@ -6,28 +6,33 @@ import json
 
 import pytest
 
-from generator import report
+from generator.suite import report
+from generator.suite.result import KEY, Result
 from tests.core.helpers import run_cli
 
 
+OVERHEAD = Result(site="local", runtime="charliecloud", mode="hybrid", workload="cnn", metric="throughput",
+                  ratio=0.97, low=0.94, high=1.0, pairs=12, verdict="pass", tolerance=(1.0, -0.15, 0.5, "ratio"),
+                  bare=(10.0, 11.0, 9.0), container=(9.8, 10.5, 8.9), extra={"ready_s": [[0.1, 0.2]]})
+LATENCY = Result(site="local", runtime="podman", workload="mpi", metric="mpi_latency", ratio=0.9, low=0.8,
+                 high=1.05, pairs=16, verdict="pass", bare=(1.0, 1.1), container=(1.1, 1.2))
+
+
 def results() -> dict:
-    overhead = {"site": "local", "runtime": "charliecloud", "mode": "hybrid", "workload": "cnn", "metric": "throughput",
-                "ratio": 0.97, "ci_low": 0.94, "ci_high": 1.0, "pairs": 12, "verdict": "pass",
-                "tolerance": [1.0, -0.15, 0.5, "ratio"], "bare_speed": [10.0, 11.0, 9.0],
-                "container_speed": [9.8, 10.5, 8.9]}
-    mpi = {"site": "local", "runtime": "podman", "workload": "mpi",
-           "mpi_latency": {"ratio": 0.9, "ci_low": 0.8, "ci_high": 1.05, "pairs": 16, "verdict": "pass",
-                           "bare": [1.0, 1.1], "container": [1.1, 1.2]}}
-    return {"machine_info": {}, "benchmarks": [{"name": "test_overhead[cnn-charliecloud]", "extra_info": overhead},
-                                               {"name": "test_mpi_bare_vs_container[podman]", "extra_info": mpi},
-                                               {"name": "test_bench_full_matrix", "extra_info": {"files": 72}}]}
+    return {"machine_info": {}, "benchmarks": [
+        {"name": "test_overhead[cnn-charliecloud]", "extra_info": {KEY: [OVERHEAD.as_dict()]}},
+        {"name": "test_mpi_bare_vs_container[podman]", "extra_info": {KEY: [LATENCY.as_dict()]}},
+        {"name": "test_bench_full_matrix", "extra_info": {"files": 72}}]}
+
+
+def test_result_round_trips_through_json():
+    for r in (OVERHEAD, LATENCY):
+        assert Result.from_dict(json.loads(json.dumps(r.as_dict()))) == r
 
 
 def test_rows_from_overhead_and_mpi_entries():
     rows = report.rows(results())
-    assert [(r.workload, r.runtime, r.metric) for r in rows] == [("cnn", "charliecloud", "throughput"),
-                                                               ("mpi", "podman", "mpi_latency")]
-    assert rows[0].bare == 10.0 and rows[0].container == 9.8
+    assert rows == [OVERHEAD, LATENCY]
 
 
 def test_markdown_table():
@@ -52,6 +57,7 @@ def test_cli_writes_table_and_plots(tmp_path):
     ("not json", "not JSON"),
     ('{"a": 1}', "not pytest-benchmark JSON"),
     ('{"benchmarks": []}', "no suite comparisons"),
+    ('{"benchmarks": [{"name": "x", "extra_info": {"results": [{"ratio": "a"}]}}]}', "not gen-recipe's"),
 ])
 def test_bad_input(tmp_path, content, words):
     src = tmp_path / "r.json"

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from generator.site import Tolerance
-from generator.stats import Estimate, Pair, Process, estimate, expanded_alpha, t_quantile, verdict
+from generator.suite.stats import Estimate, Pair, Process, estimate, expanded_alpha, t_quantile, verdict
 
 TOL = Tolerance(reference=1.0, lower=-0.05, upper=0.10, unit="ratio")
 
@@ -89,3 +89,36 @@ def test_inconclusive_says_how_many_more_pairs():
 def test_needs_two_pairs():
     with pytest.raises(ValueError):
         estimate(simulate(1, 0.0))
+
+
+def test_per_process_medians_shrug_off_an_outlier():
+    """A latency measured 9 times with one descheduled sample at 10x: the median process ignores it."""
+    calm = Process.of_samples([2.0] * 9, time=True)
+    hit = Process.of_samples([2.0] * 8 + [20.0], time=True)
+    assert Pair(calm, hit).ratio == 1.0
+    assert Pair(Process((1.0,) * 9, (2.0,) * 9), Process((1.0,) * 9, (2.0,) * 8 + (20.0,))).ratio == pytest.approx(0.5)
+    assert Process.of_samples([5.0, 7.0, 6.0], time=False).speed() == 6.0
+
+
+def test_median_processes_bootstrap_too():
+    rng = random.Random(1)
+    pairs = [Pair(Process.of_samples([rng.lognormvariate(0, 0.1) for _ in range(8)], time=True),
+                  Process.of_samples([rng.lognormvariate(0, 0.1) * (1 if rng.random() < 0.9 else 30) for _ in range(8)],
+                                     time=True)) for _ in range(12)]
+    est = estimate(pairs, resamples=500)
+    assert est.low < 1.0 < est.high and est.half_width < 0.2
+
+
+def test_wide_intervals_read_as_speed_ratios_never_negative_percentages():
+    """An MPI latency interval of 0.31–3.76 would read '−276–69% slower'; it reads as ratios instead."""
+    mpi = Tolerance(reference=1.0, lower=-0.75, upper=1.0, unit="ratio")
+    v = verdict("mpi_latency (ch-run)", Estimate(ratio=1.08, low=0.31, high=3.76, pairs=16), mpi)
+    assert v.outcome == "inconclusive"
+    assert "95% CI of the speed ratio 0.31–3.76, allowed 0.25–2.00, 16+16 processes" in v.message
+    assert "−" not in v.message and "-2" not in v.message
+
+
+def test_verdict_carries_its_pairs_and_estimate():
+    est = Estimate(ratio=0.98, low=0.96, high=1.00, pairs=12)
+    v = verdict("cnn", est, TOL)
+    assert v.pairs == 12 and v.estimate == est and v.look == 0 and v.decided

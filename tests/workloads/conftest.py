@@ -1,5 +1,5 @@
 """Fixtures for the workloads tests: run `python -m workloads.<name>` in a subprocess with
-PYTHONPATH pointing at the repository's recipes/ directory."""
+PYTHONPATH pointing at a directory that holds only the workloads package (generator.payload)."""
 
 import json
 import os
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from generator import payload
+
 REPO = Path(__file__).resolve().parents[2]
-RECIPES = REPO / "recipes"
+PAYLOAD = payload.pythonpath()
 STUBS = Path(__file__).resolve().parent / "stubs"
 MPIRUN = shutil.which("mpirun")
-if str(RECIPES) not in sys.path:  # in-process tests import workloads.* as the images do
-    sys.path.insert(0, str(RECIPES))
 
 REQUIRED = {
     "workload": str, "schema": int, "metric": str, "unit": str, "higher_is_better": bool,
@@ -34,7 +34,7 @@ def free_port():
 
 def workload_env(extra_path=(), **overrides):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([*map(str, extra_path), str(RECIPES)])
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, extra_path), str(PAYLOAD)])
     env["OMPI_MCA_btl_vader_single_copy_mechanism"] = "none"
     env["MASTER_PORT"] = str(free_port())
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "SLURM_PROCID", "SLURM_NTASKS",

@@ -15,7 +15,7 @@ module load olcf-container-tools apptainer-enable-mpi apptainer-enable-gpu
 
 export MPICH_GPU_SUPPORT_ENABLED=1
 
-# the workloads package (gen-recipe's recipes/), as the image carries it in /opt/workloads
+# the workloads package, as the image carries it in /opt/workloads
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 

@@ -13,7 +13,7 @@ module load PrgEnv-gnu cpe/24.11 rocm/6.2.4 craype-accel-amd-gfx90a
 module load cray-mpich-abi/8.1.31
 module load olcf-container-tools apptainer-enable-mpi apptainer-enable-gpu
 
-# the workloads package (gen-recipe's recipes/), as the image carries it in /opt/workloads
+# the workloads package, as the image carries it in /opt/workloads
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 

@@ -9,7 +9,7 @@
 # bare run: the host's python3 (with torch and mpi4py), twin of the udocker hybrid-mode run
 set -euo pipefail
 
-# the workloads package (gen-recipe's recipes/), as the image carries it in /opt/workloads
+# the workloads package, as the image carries it in /opt/workloads
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 

@@ -16,7 +16,7 @@ module load singularity-bindings
 export MPICH_GPU_SUPPORT_ENABLED=1
 export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3
 
-# the workloads package (gen-recipe's recipes/), as the image carries it in /opt/workloads
+# the workloads package, as the image carries it in /opt/workloads
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 

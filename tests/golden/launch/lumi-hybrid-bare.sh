@@ -13,7 +13,7 @@ module load LUMI partition/G
 module load cray-mpich
 module load singularity-bindings
 
-# the workloads package (gen-recipe's recipes/), as the image carries it in /opt/workloads
+# the workloads package, as the image carries it in /opt/workloads
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 

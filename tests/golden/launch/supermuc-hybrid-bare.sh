@@ -13,7 +13,7 @@ module load intel-mpi/2019-intel
 export I_MPI_FABRICS=shm:ofi
 export FI_PROVIDER=psm2
 
-# the workloads package (gen-recipe's recipes/), as the image carries it in /opt/workloads
+# the workloads package, as the image carries it in /opt/workloads
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 

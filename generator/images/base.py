@@ -1,0 +1,39 @@
+"""Base images made offline: the `local` site's Debian base from mmdebstrap, imported into podman or docker."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from ..site import Site
+from .builders import exists_argv
+from .process import ToolMissing, need, stderr_progress, stream, succeeds
+
+
+DEBIAN_SUITES = {"11": "bullseye", "12": "bookworm", "13": "trixie"}
+
+
+BASE_PACKAGES = ("python3", "ca-certificates", "passwd")
+
+
+def ensure_base_image(site: Site, *, builder: str = "podman", progress: Callable[[str], None] = stderr_progress) -> str:
+    """The site's base image; `localhost/` ones are made offline when missing: mmdebstrap minbase
+    of the site's Debian release with python3, ca-certificates and passwd, then `podman import`
+    (or `docker import`). Returns the devel base image name."""
+    store = "docker" if builder == "docker" else "podman"
+    for image in dict.fromkeys((site.base.devel, site.base.runtime)):
+        if not image.startswith("localhost/") or succeeds(exists_argv(store, image)):
+            continue
+        suite = DEBIAN_SUITES.get(site.base.distro_version.split(".")[0]) if site.base.distro == "debian" else None
+        if not suite:
+            raise ToolMissing(f"cannot make {image} offline: only Debian base images are made here "
+                              f"(site {site.name} has {site.base.distro} {site.base.distro_version})")
+        need("mmdebstrap", f"make the base image {image}")
+        with tempfile.TemporaryDirectory(prefix="gen-recipe-base-") as tmp:
+            tar = Path(tmp) / f"{suite}.tar"
+            progress(f"making {image}: mmdebstrap {suite} (offline, from the host's apt sources)")
+            stream(("mmdebstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", suite, str(tar)),
+                    progress, f"make the base image {image}")
+            stream((store, "import", "--change", 'CMD ["/bin/bash"]', str(tar), image), progress, f"import {image}")
+    return site.base.devel

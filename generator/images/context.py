@@ -1,0 +1,67 @@
+"""The build context: the recipe text, the workloads payload, the site's wheel and the CA bundle."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .. import render
+from ..payload import workloads_dir
+from ..site import Site
+from .process import BuildFailed, ToolMissing, stream
+
+
+CACHE_DIR = Path("build")                       # contexts, wheels, runtime images
+
+
+CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
+
+
+def ca_bundle() -> str:
+    for candidate in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_FILE"),
+                      os.environ.get("REQUESTS_CA_BUNDLE"), *CA_BUNDLES):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    raise ToolMissing("no host CA bundle found for the pip certificate secret (set SSL_CERT_FILE)")
+
+
+def wheel_argv(wheel: str, dest: Path) -> tuple[str, ...]:
+    """`pip download` of exactly the wheel the site names (its tags from the file name)."""
+    name, version, py, abi, plat = Path(wheel).name.removesuffix(".whl").split("-")[:5]
+    return (sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+            "--python-version", py.removeprefix("cp"), "--implementation", "cp", "--abi", abi, "--platform", plat,
+            f"{name}=={version}", "-d", str(dest))
+
+
+def fetch_wheel(site: Site, cache_dir: Path, progress: Callable[[str], None]) -> Path:
+    """The site's wheel in `cache_dir/wheels`, downloaded once with pip (which uses its find-links)."""
+    wheel = Path(site.software.torch_wheel).name
+    path = cache_dir / "wheels" / wheel
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stream(wheel_argv(wheel, path.parent), progress, f"download {wheel}")
+        if not path.is_file():
+            raise BuildFailed(f"pip download did not produce {wheel} (site.software.torch_wheel); "
+                              "point pip at an index or find-links that has it")
+    return path
+
+
+def prepare_context(site: Site, recipe: str, fmt: str, dest: Path, cache_dir: Path,
+                    progress: Callable[[str], None]) -> str:
+    """Fill `dest` with the recipe text and what it needs; returns the text."""
+    text = render.recipe_text(site, recipe, fmt)
+    (dest / ("Dockerfile" if fmt == "docker" else f"{recipe}.def")).write_text(text, encoding="utf-8")
+    root = workloads_dir()
+    shutil.copytree(root, dest / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"))
+    if site.software.torch_wheel:
+        src = fetch_wheel(site, cache_dir, progress)
+        target = dest / site.software.torch_wheel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, target)
+        except OSError:
+            shutil.copy2(src, target)
+    return text

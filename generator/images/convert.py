@@ -1,0 +1,123 @@
+"""A built OCI image as each runtime runs it: an unpacked directory for Charliecloud, a created
+container for udocker, the reference itself for OCI runtimes (docs/runtimes.md §5, §6)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from ..runtimes import LOCAL_IMAGE_DIR, PLATFORMS, udocker_env
+from ..site import Site
+from .process import BuildFailed, ToolMissing, need, quiet, stderr_progress
+
+
+def _safe_name(ref: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", ref.rsplit("/", 1)[-1].replace("@sha256:", "-"))
+
+
+def runtime_image_name(site: Site, ref: str, runtime: str, *, cache_dir: Path = LOCAL_IMAGE_DIR) -> str:
+    """What `runtime_image` returns for `ref`, without making it (pure)."""
+    kind = PLATFORMS[runtime].local_image
+    if kind == "charliecloud":
+        return str(cache_dir / _safe_name(ref))
+    if kind == "udocker":
+        return _safe_name(ref).replace(".", "_")    # udocker refuses '.' in container names
+    return ref
+
+
+PROOT_WRAPPER = """#!/bin/bash
+# udocker always passes -k <kernel release>; Debian's proot 5.1 then fails to load libraries (docs/runtimes.md §6)
+args=(); while [ $# -gt 0 ]; do [ "$1" = -k ] && { shift 2; continue; }; args+=("$1"); shift; done
+exec /usr/bin/proot "${args[@]}"
+"""
+
+
+def runtime_image(site: Site, ref: str, runtime: str, *, cache_dir: Path = LOCAL_IMAGE_DIR,
+                  progress: Callable[[str], None] = stderr_progress) -> str:
+    """Turn a podman image `ref` into what `runtime` runs (its `Platform.local_image`), reusing what exists:
+    charliecloud → an unpacked directory image (podman export + /ch/environment, docs/runtimes.md §5);
+    udocker → a created container name (udocker load of an uncompressed OCI layout from podman save;
+    a docker-archive loads but cannot be created from), exec mode P1, run with `Platform.local_env`;
+    oci → `ref` itself. Runtimes without a local form (SIF, EDF, ...) need a prebuilt image."""
+    kind = PLATFORMS[runtime].local_image
+    name = runtime_image_name(site, ref, runtime, cache_dir=cache_dir)
+    if kind == "charliecloud":
+        return _charliecloud_dir(ref, Path(name), progress)
+    if kind == "udocker":
+        return _udocker_container(ref, name, cache_dir, progress)
+    if not kind:
+        raise ToolMissing(f"cannot make a {runtime} image from {ref} here (build it where {runtime} runs, "
+                          "or pass a prebuilt image)")
+    return ref
+
+
+def _charliecloud_dir(ref: str, dest: Path, progress: Callable[[str], None]) -> str:
+    if (dest / "ch" / "environment").is_file():
+        return str(dest)
+    need("podman", f"unpack {ref} for ch-run")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        progress(f"unpacking {ref} into {dest} (podman export)")
+        cid = quiet(("podman", "create", "--read-only", ref, "/bin/true"), f"create a container of {ref}",
+                     text=True).stdout.strip()
+        try:
+            with subprocess.Popen(("podman", "export", cid), stdout=subprocess.PIPE) as exp:
+                tar = subprocess.run(("tar", "-x", "-C", str(tmp)), stdin=exp.stdout, capture_output=True)
+            if exp.returncode or tar.returncode:
+                raise BuildFailed(f"podman export of {ref} failed: {tar.stderr.decode(errors='replace').strip()[-300:]}")
+        finally:
+            subprocess.run(("podman", "rm", "-f", cid), capture_output=True)
+        env = quiet(("podman", "image", "inspect", "--format", "{{range .Config.Env}}{{println .}}{{end}}", ref),
+                     f"inspect {ref}", text=True).stdout
+        (tmp / "ch").mkdir(exist_ok=True)
+        (tmp / "ch" / "environment").write_text(env)
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return str(dest)
+
+
+def _udocker_container(ref: str, name: str, cache_dir: Path, progress: Callable[[str], None]) -> str:
+    udocker = shutil.which("udocker") or str(Path(sys.executable).with_name("udocker"))
+    if not Path(udocker).exists():
+        raise ToolMissing("udocker not found (pip install udocker)")
+    env = {**os.environ, **udocker_env(cache_dir)}
+    home = Path(env["UDOCKER_DIR"])
+    (home / "lib").mkdir(parents=True, exist_ok=True)
+    (home / "lib" / "VERSION").write_text("1.2.11\n")    # use host tools, skip the udockertools download
+    wrapper = home / "proot-nok"
+    if not wrapper.exists():
+        wrapper.write_text(PROOT_WRAPPER)
+        wrapper.chmod(0o755)
+    root = ("--allow-root",) if os.geteuid() == 0 else ()
+    u = (udocker, *root)
+    if subprocess.run((*u, "inspect", name), capture_output=True, env=env).returncode == 0:
+        return name
+    image = f"localhost/gen-recipe-udocker/{name.lower()}:latest"   # a tagged name: a digest ref saves without one
+    quiet(("podman", "tag", ref, image), f"tag {ref} for udocker")
+    try:
+        with tempfile.TemporaryDirectory(prefix="udocker-load-", dir=cache_dir) as tmp:
+            layout, archive = Path(tmp) / "oci", Path(tmp) / "image.tar"
+            progress(f"loading {ref} into udocker (podman save --format oci-dir --uncompressed, udocker load)")
+            quiet(("podman", "save", "--format", "oci-dir", "--uncompressed", "-o", str(layout), image),
+                   f"podman save {ref}")       # uncompressed: half the time of an oci-archive (no gzip)
+            quiet(("tar", "-cf", str(archive), "-C", str(layout), "."), f"archive {ref} for udocker")
+            shutil.rmtree(layout)
+            quiet((*u, "load", "-i", str(archive)), f"udocker load {ref}", env=env)
+    finally:
+        # name the tag to drop: a bare `podman untag IMAGE` drops every name, `ref` included
+        subprocess.run(("podman", "untag", image, image), capture_output=True)
+    quiet((*u, "create", f"--name={name}", image), f"udocker create {name}", env=env)
+    # P1 (PRoot, through the wrapper): R1 with the host runc runs, but udocker 1.3.17 then exits 1 even on success
+    quiet((*u, "setup", "--execmode=P1", name), f"udocker setup {name}", env=env)
+    return name

@@ -1,0 +1,48 @@
+"""Building a recipe's OCI image (skipped when its content-hashed tag exists), with an optional verified push."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .. import catalog
+from ..site import Site
+from .base import ensure_base_image
+from .builders import BuildResult, build_argv, exists_argv, find_builder, inspect_local
+from .context import CACHE_DIR, ca_bundle, prepare_context
+from .process import stderr_progress, stream, succeeds
+from .registry import push as push_image, push_target, verify_push
+from .tags import default_ref
+
+
+def build_image(site: Site, recipe: str, *, tag: str | None = None, push: bool | str | None = None,
+                target: str | None = None, progress: Callable[[str], None] = stderr_progress,
+                builder: str | None = None, registry: str | None = None, cache_dir: Path = CACHE_DIR,
+                cache_from: str | None = None, cache_to: str | None = None) -> BuildResult:
+    """Build `recipe` for `site` as an OCI image (skipped when the tag exists) and, with `push`
+    (True, or the registry HOST[/PATH] as a string), push it and verify the pushed digest."""
+    catalog.load(recipe)
+    start = time.monotonic()
+    local = tag or default_ref(site, recipe, target=target)
+    remote = push_target(site, local, push, registry)
+    builder = find_builder("docker", builder)
+    cached = succeeds(exists_argv(builder, local))
+    if cached:
+        progress(f"{local} exists: nothing to build")
+    else:
+        ensure_base_image(site, builder=builder, progress=progress)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="context-", dir=cache_dir) as ctx:
+            prepare_context(site, recipe, "docker", Path(ctx), cache_dir, progress)
+            secret = ca_bundle() if site.software.pip_cert_secret and builder != "ch-image" else None
+            stream(build_argv(builder, Path(ctx), local, target=target, secret=secret, cache_from=cache_from,
+                               cache_to=cache_to), progress, f"{builder} build of {local}")
+    size, digest = inspect_local(builder, local)
+    ref = local
+    if remote:
+        digest = push_image(builder, local, remote, progress)
+        verify_push(remote, digest)
+        ref = remote
+    return BuildResult(ref=ref, digest=digest, size_bytes=size, seconds=time.monotonic() - start, cached=cached)

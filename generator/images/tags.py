@@ -1,0 +1,71 @@
+"""Deterministic image references: a tag from the hash of the recipe text and of the build context."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from .. import __version__, render
+from ..payload import workloads_dir
+from ..site import Site
+
+
+DEFAULT_REGISTRY = "localhost/gen-recipe"
+
+
+# Registries served over plain HTTP on this machine (docs/runtimes.md §4).
+INSECURE_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
+def context_manifest(site: Site) -> list[tuple[str, str]]:
+    """(path in the build context, content id) for what gen-recipe puts there: each workloads file
+    by its sha256, the site's wheel by its file name (PyPI never reuses a file name, and the tag
+    can then be computed where the 190 MB wheel is not downloaded)."""
+    root = workloads_dir()
+    items = [(f"workloads/{f.relative_to(root).as_posix()}", hashlib.sha256(f.read_bytes()).hexdigest())
+             for f in sorted(root.rglob("*")) if _wanted(f, root)]
+    if site.software.torch_wheel:
+        items.append((site.software.torch_wheel, "file:" + Path(site.software.torch_wheel).name))
+    return items
+
+
+def _wanted(path: Path, root: Path) -> bool:
+    rel = path.relative_to(root)
+    return path.is_file() and "__pycache__" not in rel.parts and path.suffix not in (".pyc", ".pyo")
+
+
+def content_hash(text: str, site: Site) -> str:
+    h = hashlib.sha256(b"gen-recipe build context 1\0" + text.encode())
+    for path, content in context_manifest(site):
+        h.update(f"\0{path}\0{content}".encode())
+    return h.hexdigest()[:12]
+
+
+def default_ref(site: Site, recipe: str, *, registry: str = DEFAULT_REGISTRY, target: str | None = None,
+                fmt: str = "docker") -> str:
+    """The tag `gen-recipe build` gives (or pushes as, with --registry)."""
+    text = render.recipe_text(site, recipe, fmt)
+    tag = f"{__version__}-{content_hash(text, site)}" + (f"-{target}" if target else "") \
+        + ("-sif" if fmt == "apptainer" else "")
+    return f"{registry.rstrip('/')}/{recipe}-{site.name}:{tag}"
+
+
+def retarget(ref: str, registry: str) -> str:
+    """The same repository name and tag under another registry prefix."""
+    return f"{registry.rstrip('/')}/{ref.rsplit('/', 1)[-1]}"
+
+
+def registry_host(ref: str) -> str:
+    first = ref.split("/", 1)[0]
+    return first if ("." in first or ":" in first or first == "localhost") and "/" in ref else "docker.io"
+
+
+def insecure(ref: str) -> bool:
+    """Plain-HTTP registries on this machine need --tls-verify=false."""
+    host = registry_host(ref)
+    name = host.split("]")[0] + "]" if host.startswith("[") else host.rsplit(":", 1)[0]
+    return name in INSECURE_HOSTS
+
+
+def tls_flags(ref: str) -> tuple[str, ...]:
+    return ("--tls-verify=false",) if insecure(ref) else ()

@@ -1,0 +1,1 @@
+"""What only the portability suite uses: its statistics, its result records and `gen-recipe report`."""

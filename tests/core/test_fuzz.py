@@ -1,0 +1,118 @@
+"""The site-file fuzzer: mutated real site files (types, values, nesting, unicode, control characters,
+deleted keys, broken TOML) through `gen-recipe --site FILE` and `gen-recipe launch`. Every case must end
+with exit 0, or one line on stderr naming the file and exit 2 — never a traceback. 2,000 cases here,
+20,000 with --fuzz-long (README, Hostile input)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import sys
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from generator import cli
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[2]
+SITES = sorted((REPO / "sites").glob("*.toml"))
+RAW = [tomllib.loads(p.read_text()) for p in SITES]
+TEXTS = [p.read_text() for p in SITES]
+CASES = 20_000 if "--fuzz-long" in sys.argv else 2_000
+
+
+class Deep(int):
+    """An array nested this many levels deep (written as text: no recursion in the test itself)."""
+
+
+def toml_value(v) -> str:
+    if isinstance(v, Deep):
+        return "[" * v + '"x"' + "]" * v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + "}"
+
+
+def toml_text(doc: dict) -> str:
+    """A TOML document for `doc` (every table inline, so any nesting writes)."""
+    return "\n".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in doc.items()) + "\n"
+
+
+def paths(doc, prefix=()):
+    """Every (path, value) in a parsed document."""
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in items:
+        yield prefix + (k,), v
+        yield from paths(v, prefix + (k,))
+
+
+PAYLOADS = ["$(touch /tmp/gen-recipe-fuzz)", "`id`", "a\nb", "EOF", "\x1b[31mred", "\u2028", "x" * 3000, "",
+            "../../etc/passwd", "2021", "5", "18.04", "4.1.0\n", " 4.1.0", "\x00", "ünïcødé ☃", "-1"]
+scalars = st.one_of(st.sampled_from(PAYLOADS), st.text(max_size=40), st.integers(min_value=-2**70, max_value=2**70),
+                    st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+                    st.lists(st.sampled_from(PAYLOADS + ["hybrid", "bind", "x86_64"]), max_size=3),
+                    st.dictionaries(st.sampled_from(PAYLOADS[:6] + ["OMP_NUM_THREADS", "cnn"]),
+                                    st.sampled_from(PAYLOADS[:6] + ["1"]), max_size=2),
+                    st.integers(min_value=1, max_value=2000).map(Deep))
+
+
+@st.composite
+def mutated(draw):
+    i = draw(st.integers(0, len(SITES) - 1))
+    if draw(st.integers(0, 9)) == 0:                       # broken text: truncated, spliced
+        text = TEXTS[i]
+        cut = draw(st.integers(0, len(text)))
+        return text[:cut] + draw(st.text(max_size=20)) + text[cut + draw(st.integers(0, 40)):]
+    doc = json.loads(json.dumps(RAW[i]))           # a copy
+    for _ in range(draw(st.integers(1, 3))):
+        found = list(paths(doc))
+        path, _ = found[draw(st.integers(0, len(found) - 1))]
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        action = draw(st.sampled_from(["set", "set", "set", "delete", "add"]))
+        if action == "delete":
+            del parent[path[-1]]
+        elif action == "add" and isinstance(parent, dict):
+            parent[draw(st.sampled_from(["flavor", "extra", "name", "\x07"]))] = draw(scalars)
+        else:
+            parent[path[-1]] = draw(scalars)
+    return toml_text(doc)
+
+
+def run(*argv: str):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, err.getvalue()
+
+
+@settings(max_examples=CASES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@given(text=mutated())
+def test_mutated_site_files_give_exit_0_or_one_line(text, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fuzz")
+    site = folder / "fuzzed.toml"
+    site.write_text(text, encoding="utf-8", errors="surrogatepass")
+    for argv in (("--site", str(site), "--recipe", "pytorch", "--out", str(folder / "out"), "-q"),
+                 ("launch", "--site", str(site), "--workload", "mnist", "--nodes", "2")):
+        code, err = run(*argv)
+        assert code == 0 or (code == 2 and err.count("\n") == 1 and err.startswith("gen-recipe: ")
+                             and "fuzzed.toml" in err and "\x1b" not in err), (code, err[:500])
+    assert not Path("/tmp/gen-recipe-fuzz").exists()
