@@ -38,6 +38,10 @@ class HarnessError(RuntimeError):
     """A side failed to start or answer; the message carries its stderr tail."""
 
 
+class Unlike(HarnessError):
+    """The two sides of a comparison do not run the same thing: no verdict (the message says what differs)."""
+
+
 class CannotRunHere(HarnessError):
     """The workload exited 77: a requirement is missing on this side (e.g. torchvision)."""
 
@@ -50,6 +54,7 @@ class Side:
     argv: tuple[str, ...]
     env: Mapping[str, str]
     setup: tuple[tuple[str, ...], ...] = ()
+    extra_args: tuple[str, ...] = ()      # appended to every workload this side spawns (the guard's tests)
 
 
 class StepFailed(HarnessError):
@@ -297,7 +302,14 @@ def decide(benchmark, a: Side, b: Side, name: str, w: Size, label: str, tol, *, 
 def _run_pair(servers: Mapping[str, Server], name: str, w: Size, tag: str, rng: random.Random):
     """Fork one child on each side (random order), run their chunks ABBA, close them."""
     order = ["a", "b"] if rng.random() < 0.5 else ["b", "a"]
-    starts = {k: servers[k].request(f"spawn {k}{tag} {name} {' '.join(w.args)}") for k in order}
+    starts = {k: servers[k].request(f"spawn {k}{tag} {name} {' '.join((*w.args, *servers[k].side.extra_args))}")
+              for k in order}
+    differs = differences(starts["a"].get("environment") or {}, starts["b"].get("environment") or {})
+    if differs:
+        for k in order:
+            servers[k].request(f"close {k}{tag}")
+        raise Unlike(f"{servers['a'].side.label} and {servers['b'].side.label} do not run the same thing "
+                     f"({'; '.join(differs)}): no verdict on {name}")
     chunks = {"a": [], "b": []}
     for c in range(w.chunks):
         for k in (order if c % 2 == 0 else order[::-1]):
@@ -305,6 +317,11 @@ def _run_pair(servers: Mapping[str, Server], name: str, w: Size, tag: str, rng: 
     for k in order:
         servers[k].request(f"close {k}{tag}")
     return chunks, starts
+
+
+def differences(a: Mapping, b: Mapping) -> list[str]:
+    """What differs between two sides' `environment` records (workloads.common.environment)."""
+    return [f"{key} {a.get(key)!r} vs {b.get(key)!r}" for key in sorted({*a, *b}) if a.get(key) != b.get(key)]
 
 
 def throttle_argv(slowdown: float) -> tuple[str, ...]:

@@ -35,6 +35,8 @@ def test_overhead(benchmark, suite, site, images, bare_python, cpu_pin, verdicts
                                  rounds=suite.rounds)
     except harness.CannotRunHere as exc:
         pytest.skip(f"{workload} cannot run here: {str(exc).splitlines()[-1][:200]}")
+    except harness.Unlike as exc:
+        pytest.fail(str(exc), pytrace=False)
     result.record(benchmark, [result.of(
         v.estimate, v, site=site.name, workload=workload, runtime=runtime, mode=opts.mode, metric="throughput",
         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),

@@ -140,6 +140,31 @@ def log(name, message):
     print(f"[{name}] {message}", file=sys.stderr, flush=True)
 
 
+# Variables that change how the same code runs: threads, allocator, loader, instruction set.
+ENV_THAT_MATTERS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALLOC_ARENA_MAX",
+                    "MALLOC_CONF", "GLIBC_TUNABLES", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")
+
+
+def environment():
+    """What this process runs with, for the suite's like-for-like check: Python and torch (version and
+    build), intra-op threads, CPU affinity, the CPU capability torch dispatches to, BLAS/oneDNN, libc and
+    the environment that changes how the same code runs. Two sides of a comparison must agree on it."""
+    import hashlib
+
+    torch = sys.modules.get("torch")
+    env = {"python": platform.python_version(), "libc": " ".join(platform.libc_ver()),
+           "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+           # a preloaded allocator (not the MPI libraries bind mode preloads on purpose)
+           "allocator": sorted(os.path.basename(x) for x in os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
+                               if any(a in x for a in ("jemalloc", "tcmalloc", "mimalloc"))),
+           **{k: os.environ.get(k) for k in ENV_THAT_MATTERS}}
+    if torch is not None:
+        env.update(torch=torch.__version__, torch_build=hashlib.sha256(torch.__config__.show().encode()).hexdigest()[:16],
+                   threads=torch.get_num_threads(), cpu_capability=torch.backends.cpu.get_cpu_capability(),
+                   mkl=torch.backends.mkl.is_available(), mkldnn=torch.backends.mkldnn.is_available())
+    return env
+
+
 def import_torch():
     try:
         import torch
@@ -265,7 +290,7 @@ def drive(name, args, runner, record, out):
     if serve:
         if runner.rank == 0:  # with --warmup 0, startup_s here is the time to ready
             ready = startup if startup is not None else time.time() - PROCESS_START
-            out.line({"event": "ready", "startup_s": ready, "pid": os.getpid()})
+            out.line({"event": "ready", "startup_s": ready, "pid": os.getpid(), "environment": environment()})
         while True:
             line = None
             if runner.rank == 0:

@@ -78,3 +78,21 @@ def test_transport_problem():
     assert transport_problem(shm, dict(shm)) is None
     assert "container MPI uses tcp, bare metal uses shm" in transport_problem(shm, tcp)
     assert "container MPI library is" in transport_problem(shm, other)
+
+
+def test_sides_that_do_not_run_the_same_thing_get_no_verdict(local):
+    """The like-for-like guard: a side whose workload runs with another intra-op thread count is refused,
+    before any chunk runs, naming what differs."""
+    w = Size(MNIST, chunks=2, steps=1)
+    one = harness.bare_side(local, sys.executable, "hybrid", {"WORKLOADS_CPUS": "0"})
+    two = harness.Side("bare", one.argv, one.env, extra_args=("--threads", "2"))
+    with pytest.raises(harness.Unlike, match=r"threads 1 vs 2.*no verdict on mnist"):
+        harness.compare(one, two, "mnist", w, 1)
+    assert len(harness.compare(one, one, "mnist", w, 1).pairs) == 1
+
+
+def test_differences_name_a_torch_build():
+    a = {"torch": "2.13.0+cpu", "torch_build": "0123456789abcdef", "threads": 1}
+    assert harness.differences(a, {**a, "torch_build": "fedcba9876543210"}) == \
+        ["torch_build '0123456789abcdef' vs 'fedcba9876543210'"]
+    assert harness.differences(a, dict(a)) == []
