@@ -17,6 +17,7 @@ from pathlib import Path
 from ..errors import GenRecipeError, UsageError
 from ..files import write_atomic
 from .result import KEY, Result
+from .stats import describe
 
 
 def _median(values) -> float | None:
@@ -60,6 +61,35 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+# Result.runtime of the controls (not a runtime): A/A kinds, the power test, comparisons under a CPU hog.
+CONTROLS = ("bare-bare", "container-container", "power")
+
+
+def is_control(r: Result) -> bool:
+    return r.runtime in CONTROLS or r.runtime.endswith("+hog")
+
+
+def _slower(ratio: float) -> str:
+    return f"{(1 - ratio) * 100:.1f}%"
+
+
+def headlines(table: list[Result]) -> list[str]:
+    """One line per site: how many workloads are within tolerance with every runtime, and the worst case."""
+    lines = []
+    for site in sorted({r.site for r in table}):
+        rows = [r for r in table if r.site == site and not is_control(r) and r.verdict != "info"]
+        if not rows:
+            continue
+        workloads = sorted({(r.workload, r.metric) for r in rows})
+        ok = [w for w in workloads if all(r.verdict == "pass" for r in rows if (r.workload, r.metric) == w)]
+        worst = min(rows, key=lambda r: r.ratio)
+        what = f"{worst.workload}" + (f" {worst.metric}" if worst.metric not in ("throughput",) else "")
+        lines.append(f"{len(ok)} of {len(workloads)} workloads within tolerance on {site}; worst: {what} with "
+                     f"{worst.runtime}, {describe(worst.ratio)} bare metal (95% CI {_slower(worst.high)} to "
+                     f"{_slower(worst.low)} slower, {worst.pairs} pairs, {worst.verdict})")
+    return lines
+
+
 def plots(table: list[Result], out: Path) -> list[Path]:
     try:
         import matplotlib
@@ -67,24 +97,42 @@ def plots(table: list[Result], out: Path) -> list[Path]:
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("matplotlib is not installed: pip install 'gen-recipe[report]' (or give --no-plots)") from None
-    labels = [f"{r.workload}/{r.runtime}" + (f"/{r.metric}" if r.workload == "mpi" else "") for r in table]
-    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(table) + 2), 4))
-    xs = range(len(table))
     colours = {"pass": "tab:green", "fail": "tab:red", "inconclusive": "tab:orange"}
-    for x, r in zip(xs, table):
-        ax.errorbar([x], [r.ratio], yerr=[[r.ratio - r.low], [r.high - r.ratio]], fmt="o", capsize=4,
-                    color=colours.get(r.verdict, "tab:gray"))
-        if r.tolerance:
-            ref, lo, hi = r.tolerance[:3]
-            ax.fill_between([x - 0.4, x + 0.4], ref + lo, ref + hi, color="tab:green", alpha=0.12, linewidth=0)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks(list(xs), labels, rotation=45, ha="right", fontsize=8)
-    ax.set_ylabel("container / bare speed (95% CI)")
-    ax.set_title("Container overhead (shaded: allowed by the site's tolerance)")
+    comparisons = [r for r in table if not is_control(r) and r.verdict != "info"]
+    panels = sorted({(r.workload, r.metric) for r in comparisons}) or [("-", "-")]
+    aa = [r for r in table if r.runtime == "bare-bare"]
+    cols = min(3, len(panels))
+    nrows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows + 0.6), squeeze=False)
+    for ax, (workload, metric) in zip(axes.flat, panels):
+        rows = sorted((r for r in comparisons if (r.workload, r.metric) == (workload, metric)), key=lambda r: r.runtime)
+        for x, r in enumerate(rows):
+            ax.errorbar([x], [r.ratio], yerr=[[r.ratio - r.low], [r.high - r.ratio]], fmt="o", capsize=5,
+                        color=colours.get(r.verdict, "tab:gray"))
+            ax.annotate(f"{r.pairs} pairs", (x, r.high), textcoords="offset points", xytext=(0, 4), ha="center",
+                        fontsize=7)
+            if r.tolerance:
+                ref, lo, hi = r.tolerance[:3]
+                ax.fill_between([x - 0.35, x + 0.35], ref + lo, ref + hi, color="tab:green", alpha=0.12, linewidth=0,
+                                label="tolerance" if x == 0 else None)
+        for r in aa[:1] if metric == "throughput" else ():   # the A/A control: "no difference" with this machinery
+            ax.axhspan(r.low, r.high, color="tab:gray", alpha=0.15, label=f"A/A bare vs bare ({r.pairs} pairs)")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(rows)), [r.runtime for r in rows], fontsize=8)
+        ax.set_xlim(-0.6, max(len(rows), 1) - 0.4)
+        ax.set_title(workload + ("" if metric == "throughput" else f" ({metric})"), fontsize=9)
+        ax.set_ylabel("container / bare speed", fontsize=8)
+        ax.tick_params(labelsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, loc="lower right")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle("\n".join(headlines(table)) or "Container overhead", fontsize=8)
     fig.tight_layout()
     ratios = _save(fig, out / "ratios.png")
     plt.close(fig)
 
+    labels = [f"{r.workload}/{r.runtime}" + (f"/{r.metric}" if r.workload == "mpi" else "") for r in table]
     cols = min(3, len(table))
     nrows = (len(table) + cols - 1) // cols
     fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 2.6 * nrows), squeeze=False)
@@ -123,11 +171,12 @@ def run(args: argparse.Namespace) -> int:
         raise GenRecipeError(f"{args.results}: no suite comparisons in it (run pytest suites/ with "
                              "--benchmark-enable --benchmark-json=FILE)")
     args.out.mkdir(parents=True, exist_ok=True)
-    md = f"# Container overhead\n\nFrom `{args.results.name}`.\n\n" + markdown(table)
+    heads = headlines(table)
+    md = f"# Container overhead\n\nFrom `{args.results.name}`.\n\n" + "".join(f"**{h}**\n\n" for h in heads) + markdown(table)
     written = [args.out / "report.md"]
     write_atomic(written[0], md)
     if not args.no_plots:
         written += plots(table, args.out)
-    print(markdown(table), end="")
+    print("".join(h + "\n" for h in heads) + markdown(table), end="")
     print("wrote " + ", ".join(str(p) for p in written))
     return 0

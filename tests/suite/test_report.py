@@ -35,6 +35,16 @@ def test_rows_from_overhead_and_mpi_entries():
     assert rows == [OVERHEAD, LATENCY]
 
 
+def test_headline_per_site_names_the_worst_comparison():
+    worse = Result(**{**OVERHEAD.as_dict(), "runtime": "podman", "ratio": 0.8, "low": 0.7, "high": 0.9,
+                      "verdict": "fail", "tolerance": (1.0, -0.15, 0.5, "ratio")})
+    aa = Result(**{**OVERHEAD.as_dict(), "runtime": "bare-bare", "ratio": 0.5, "low": 0.4, "high": 0.6})
+    (line,) = report.headlines([OVERHEAD, worse, aa, LATENCY])
+    assert line.startswith("1 of 2 workloads within tolerance on local; worst: cnn with podman, 20.0% slower than "
+                           "bare metal"), line
+    assert "12 pairs, fail" in line and "bare-bare" not in line      # controls are not comparisons
+
+
 def test_markdown_table():
     md = report.markdown(report.rows(results()))
     assert md.splitlines()[0].startswith("| site | workload | runtime | mode | metric | bare | container | ratio")
@@ -47,7 +57,8 @@ def test_cli_writes_table_and_plots(tmp_path):
     src.write_text(json.dumps(results()))
     r = run_cli("report", str(src), "--out", str(tmp_path / "out"))
     assert r.code == 0, r.err
-    assert (tmp_path / "out/report.md").read_text().startswith("# Container overhead")
+    md = (tmp_path / "out/report.md").read_text()
+    assert md.startswith("# Container overhead") and "2 of 2 workloads within tolerance on local" in md
     for png in ("ratios.png", "series.png"):
         assert (tmp_path / "out" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list((tmp_path / "out").glob(".*.tmp"))
