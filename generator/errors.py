@@ -11,14 +11,15 @@ import difflib
 import re
 from collections.abc import Iterable
 
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Characters that break a line or drive a terminal: control characters and the Unicode line separators.
+UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 MAX_MESSAGE = 1000
 
 
 def one_line(text: str) -> str:
     """`text` safe to print as one line of a terminal: control characters (newlines, escape codes)
     shown as escapes, at most MAX_MESSAGE characters."""
-    text = _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
+    text = UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 3] + "..."
 
 

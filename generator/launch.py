@@ -24,7 +24,7 @@ from workloads.registry import DDP, NAMES as WORKLOADS
 
 from . import __version__, catalog, payload, runtimes, site as site_mod
 from .errors import UsageError
-from .quoting import _dq, comment, heredoc_marker, line, name, word
+from .quoting import dq, comment, heredoc_marker, line, name, word
 from .site import Site
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,7 +215,7 @@ def script(site: Site, job: Job) -> str:
     if job.bare:
         workloads = job.workloads_dir or str(payload.workloads_dir().parent)
         out += ["", "# the workloads package, as the image carries it in /opt/workloads",
-                f': "${{GEN_RECIPE_WORKLOADS:={_dq(workloads)}}}"',
+                f': "${{GEN_RECIPE_WORKLOADS:={dq(workloads)}}}"',
                 'export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"']
         forward.append("PYTHONPATH")
     for path, text in cmd.files.items():

@@ -14,7 +14,7 @@ import re
 import shlex
 from collections.abc import Sequence
 
-from .errors import UsageError
+from .errors import UNPRINTABLE, UsageError
 
 _SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -29,9 +29,9 @@ def word(s: str) -> str:
         return shlex.quote(s)
     parts, pos = [], 0
     for m in _REF.finditer(s):
-        parts.append(_dq(s[pos:m.start()]) + "${" + (m.group(1) or m.group(2)) + ":-}")
+        parts.append(dq(s[pos:m.start()]) + "${" + (m.group(1) or m.group(2)) + ":-}")
         pos = m.end()
-    parts.append(_dq(s[pos:]))
+    parts.append(dq(s[pos:]))
     return '"' + "".join(parts) + '"'
 
 
@@ -47,7 +47,7 @@ def name(s: str) -> str:
 
 def comment(text: str) -> str:
     """`text` as one shell comment line, whatever it holds."""
-    return "# " + re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+", " ", text)
+    return "# " + re.sub(f"(?:{UNPRINTABLE.pattern})+", " ", text)
 
 
 def heredoc_marker(text: str) -> str:
@@ -61,7 +61,8 @@ def heredoc_marker(text: str) -> str:
     return marker
 
 
-def _dq(s: str) -> str:
+def dq(s: str) -> str:
+    """`s` as the inside of a double-quoted shell word: \\ " ` $ escaped."""
     return re.sub(r'([\\"`$])', r"\\\1", s)
 
 

@@ -25,7 +25,7 @@ from typing import Literal, Optional, Union
 
 from workloads.registry import TOLERANCE_KEYS
 
-from .errors import SiteError, UsageError, did_you_mean
+from .errors import UNPRINTABLE, SiteError, UsageError, did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -309,7 +309,6 @@ def _is_optional(tp) -> tuple[bool, object]:
     return False, tp
 
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 EXAMPLES = {"text": "a description", "name": "mysite", "word": "15.4", "module": "cray-mpich-abi/8.1.31",
             "path": "/opt/cray", "relpath": "wheels/torch.whl", "url": "https://example.org/simple",
             "image": "rocm/dev-ubuntu-22.04:6.2.4", "env": "OMP_NUM_THREADS", "key": "com.hooks.cxi.enabled",
@@ -414,7 +413,7 @@ class _Loader:
     def check_string(self, raw: str, key: str, kind: str) -> str:
         pattern, what = KINDS[kind]
         if not isinstance(raw, str) or not pattern.fullmatch(raw):
-            problem = "contains a control character" if isinstance(raw, str) and CONTROL.search(raw) else \
+            problem = "contains a control character" if isinstance(raw, str) and UNPRINTABLE.search(raw) else \
                 f"is not {what}" if kind != "text" else "is too long"
             self.fail(key, f"{_shown(raw)} {problem}", f"write e.g. {_example({'example': EXAMPLES.get(kind, 'x')})}")
         return raw
@@ -592,7 +591,7 @@ def load(name_or_path: str) -> Site:
     """Load a shipped site by name or alias, or a site file by path. An argument is a path when it holds
     a '/' or ends in .toml: a file named `frontier` in the current directory does not replace the shipped
     site (say ./frontier for the file)."""
-    if len(name_or_path) > 4096 or CONTROL.search(name_or_path):
+    if len(name_or_path) > 4096 or UNPRINTABLE.search(name_or_path):
         raise UsageError(f"{_shown(name_or_path)} is not a site name or path")
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         path = Path(name_or_path)
