@@ -3,6 +3,7 @@
     gen-recipe [--site SITE] [--recipe NAME ...] [--format docker|apptainer|all] [--out DIR]
                [--list-sites] [--list-recipes] [--check] [--explain]
     gen-recipe new-site NAME [--out FILE] [--force]
+    gen-recipe new-recipe NAME [--python] [--out DIR] [--force]
     gen-recipe SUBCOMMAND ...   (lint, build, launch, detect, report, minicluster: see `gen-recipe SUBCOMMAND --help`)
 
 Errors are one line on stderr (`gen-recipe: ...`) with exit code 2 (bad input) or 1 (a check
@@ -27,6 +28,7 @@ from .hpccm_context import FORMATS
 # Subcommands living in their own modules: name → module with add_arguments(parser) and run(args).
 SUBCOMMANDS = {
     "new-site": "generator.newsite",
+    "new-recipe": "generator.newrecipe",
     "lint": "generator.lint.cli",
     "build": "generator.build",
     "launch": "generator.launch",
@@ -45,7 +47,9 @@ def generate_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gen-recipe", description="Generate site-tuned Dockerfiles and Apptainer definitions "
                 "from HPCCM recipes. Subcommands: " + ", ".join(SUBCOMMANDS) + ".")
     p.add_argument("--site", default="local", help="site name or path to a site TOML (default: local)")
-    p.add_argument("--recipe", action="append", metavar="NAME", help="recipe to generate (repeatable; default: all)")
+    p.add_argument("--recipe", action="append", metavar="RECIPE",
+                   help="recipe to generate: a built-in name, your app file (app.toml), Python recipe (recipe.py) "
+                        "or module:function (repeatable; default: all built-in ones)")
     p.add_argument("--format", choices=(*FORMATS, "all"), default="all", help="output format (default: all)")
     p.add_argument("--out", default="build", type=Path, help="output directory (default: build)")
     p.add_argument("--list-sites", action="store_true", help="list the shipped sites and exit")
@@ -85,11 +89,9 @@ def generate(args: argparse.Namespace) -> int:
     if "/" not in args.site and not args.site.endswith(".toml") and Path(args.site).is_file():
         print(f"gen-recipe: note: --site {args.site} is the shipped site; the file {args.site} here is "
               f"not read (say ./{args.site} for it)", file=sys.stderr)
-    recipes = args.recipe or catalog.names()
-    for name in recipes:
-        catalog.load(name)  # unknown names fail before any work
+    recipes = [catalog.load(spec) for spec in (args.recipe or catalog.names())]   # unknown ones fail before any work
     if args.explain:
-        print(explain.explain(site, recipes))
+        print(explain.explain(site, [r.spec for r in recipes]))
         return 0
     formats = FORMATS if args.format == "all" else (args.format,)
     texts = render.render_all(site, recipes, formats)

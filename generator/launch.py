@@ -29,8 +29,8 @@ from .site import Site
 
 @dataclass(frozen=True, kw_only=True)
 class Job:
-    recipe: str = "pytorch"
-    workload: str = "cnn"
+    recipe: str = "pytorch"                 # a built-in name, or the user's app file / Python recipe
+    workload: str | None = None             # a built-in workload (default cnn); user recipes run their own
     nodes: int = 1
     gpus_per_node: int | None = None        # None: all of the site's GPUs
     tasks_per_node: int | None = None       # None: one per GPU, else one
@@ -123,19 +123,38 @@ def launcher(site: Site, nodes: int, tasks: int, gpus: int, forward: Sequence[st
 
 # -- the plan and the script -------------------------------------------------------------------
 
-def default_image(site: Site, recipe: str, runtime: str) -> str:
+def default_image(site: Site, recipe: catalog.Recipe, runtime: str) -> str:
     """What the runtime runs when --image is not given: `<recipe>-<site>.sif` for SIF runtimes, else
     what `gen-recipe build` tags (as a directory or udocker container name for Charliecloud and udocker)."""
     if runtimes.PLATFORMS[runtime].image == "sif":
-        return f"{recipe}-{site.name}.sif"
+        return f"{recipe.name}-{site.name}.sif"
     from .images import convert, tags  # the tag needs the build's content hash (renders the recipe)
     return convert.runtime_image_name(site, tags.default_ref(site, recipe), runtime)
 
 
+def workload_argv(recipe: catalog.Recipe, job: Job, ranks: int) -> tuple[str, ...]:
+    """What each rank runs: `python3 -m workloads.W` for a built-in workload, else the recipe's [workload]
+    command (both followed by the arguments after --)."""
+    if not recipe.builtin:
+        if job.workload:
+            raise UsageError(f"--workload picks a built-in workload; recipe {recipe.name} runs its own "
+                             f"([workload] command of {recipe.source}); give extra arguments after --")
+        argv = (*(recipe.workload.command if recipe.workload else ()), *job.workload_args)
+        if not argv:
+            raise UsageError(f"recipe {recipe.name} declares no workload: add a [workload] command to {recipe.source}, "
+                             "or give the command after --")
+        return argv
+    workload = job.workload or "cnn"
+    if workload not in WORKLOADS:
+        raise UsageError(f"unknown workload '{workload}' (valid: {', '.join(WORKLOADS)})")
+    argv = ("python3", "-m", f"workloads.{workload}")
+    if ranks > 1 and workload in DDP and "--mode" not in job.workload_args:
+        argv += ("--mode", "ddp")
+    return argv + tuple(job.workload_args)
+
+
 def plan_job(site: Site, job: Job) -> JobPlan:
-    catalog.load(job.recipe)
-    if job.workload not in WORKLOADS:
-        raise UsageError(f"unknown workload '{job.workload}' (valid: {', '.join(WORKLOADS)})")
+    recipe = catalog.load(job.recipe)
     rt = site.runtime(job.runtime).name
     mode = job.mode or (site.container.mpi_mode if site.container.runtime == rt else site.runtime(rt).mpi_modes[0])
     runtimes.check_mode(site, rt, mode)
@@ -145,12 +164,11 @@ def plan_job(site: Site, job: Job) -> JobPlan:
     if job.nodes < 1:
         raise UsageError("--nodes must be at least 1")
     tasks = job.tasks_per_node or max(gpus, 1)
-    ranks = job.nodes * tasks
-    argv = ("python3", "-m", f"workloads.{job.workload}")
-    if ranks > 1 and job.workload in DDP and "--mode" not in job.workload_args:
-        argv += ("--mode", "ddp")
-    image = job.image or ("" if job.bare else default_image(site, job.recipe, rt))
-    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv + tuple(job.workload_args))
+    argv = workload_argv(recipe, job, job.nodes * tasks)
+    if job.bare:
+        argv = recipe.local(argv)
+    image = job.image or ("" if job.bare else default_image(site, recipe, rt))
+    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv)
 
 
 def modules(p: JobPlan) -> list[tuple[str, ...]]:
@@ -170,21 +188,27 @@ def container_command(p: JobPlan) -> runtimes.Command:
 
 
 def bare_command(p: JobPlan) -> runtimes.Command:
-    """The workload on the host, with the container's environment (see `runtimes.bare_env`)."""
-    return runtimes.Command(p.workload_argv, runtimes.bare_env(p.site, p.mode))
+    """The workload on the host, with the container's environment (see `runtimes.bare_env`) and the
+    application's own (a user recipe's ENV)."""
+    return runtimes.Command(p.workload_argv, {**runtimes.bare_env(p.site, p.mode), **catalog.load(p.job.recipe).env})
 
 
 def _header(p: JobPlan) -> list[str]:
     job, site = p.job, p.site
-    name = f"{job.recipe}-{job.workload}-{site.name}" + ("-bare" if job.bare else "")
-    flags = [f"--site {site.name}", f"--recipe {job.recipe}", f"--workload {job.workload}",
-             f"--nodes {job.nodes}", f"--mode {p.mode}"]
+    recipe = catalog.load(job.recipe)
+    workload = (job.workload or "cnn") if recipe.builtin else ""
+    name = "-".join(x for x in (recipe.name, workload, site.name) if x) + ("-bare" if job.bare else "")
+    flags = [f"--site {site.name}", f"--recipe {shlex.quote(job.recipe)}",
+             *([f"--workload {workload}"] if workload else []), f"--nodes {job.nodes}", f"--mode {p.mode}"]
     flags += [f"--gpus-per-node {job.gpus_per_node}"] if job.gpus_per_node is not None else []
     flags += [f"--tasks-per-node {job.tasks_per_node}"] if job.tasks_per_node else []
     flags += [f"--runtime {p.runtime}"] if not job.bare else ["--bare"]
     flags += [f"--image {shlex.quote(job.image)}"] if job.image and not job.bare else []
     flags += ["--", *map(shlex.quote, job.workload_args)] if job.workload_args else []
-    if job.bare:
+    if job.bare and not recipe.builtin:
+        what = (f"bare run: your files and the host's python3 (holding what the image's /opt/venv holds), twin of the "
+                f"{p.runtime} {p.mode}-mode run")
+    elif job.bare:
         what = f"bare run: the host's python3 (with torch and mpi4py), twin of the {p.runtime} {p.mode}-mode run"
     else:
         what = f"{p.runtime}, {p.mode} mode: " + ("host MPI mounted into the container" if p.mode == "bind"
@@ -193,8 +217,8 @@ def _header(p: JobPlan) -> list[str]:
            f"# Generated by gen-recipe {__version__}: gen-recipe launch {' '.join(flags)}",
            comment(site.description), f"# {what}"]
     if not job.bare:
-        out.append("# Image: " + runtimes.PLATFORMS[p.runtime].prepare.format(image=p.image, name=f"{job.recipe}-{site.name}",
-                                                           recipe=job.recipe, site=site.name))
+        out.append("# Image: " + runtimes.PLATFORMS[p.runtime].prepare.format(image=p.image, name=f"{recipe.name}-{site.name}",
+                                                           recipe=shlex.quote(job.recipe), site=site.name))
     out.append("set -euo pipefail")
     if site.host.scheduler in WORKDIR:
         out.append(f'cd "${{{WORKDIR[site.host.scheduler]}}}"')
@@ -212,7 +236,7 @@ def script(site: Site, job: Job) -> str:
     if cmd.env:
         out += ["", *(f"export {name(k)}={word(v)}" for k, v in cmd.env.items())]
     forward = list(cmd.env)
-    if job.bare:
+    if job.bare and catalog.load(job.recipe).builtin:
         workloads = job.workloads_dir or str(payload.workloads_dir().parent)
         out += ["", "# the workloads package, as the image carries it in /opt/workloads",
                 f': "${{GEN_RECIPE_WORKLOADS:={dq(workloads)}}}"',
@@ -233,8 +257,9 @@ def script(site: Site, job: Job) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--site", default="local", help="site name or path to a site TOML (default: local)")
-    parser.add_argument("--recipe", default="pytorch", help="recipe whose image runs the workload (default: pytorch)")
-    parser.add_argument("--workload", default="cnn", choices=WORKLOADS, help="workload (default: cnn)")
+    parser.add_argument("--recipe", default="pytorch", help="recipe whose image runs the workload: a built-in name "
+                        "(default: pytorch), or your app file / Python recipe (runs its [workload] command)")
+    parser.add_argument("--workload", default=None, choices=WORKLOADS, help="built-in workload (default: cnn)")
     parser.add_argument("--nodes", type=count(1), default=1, help="nodes (default: 1)")
     parser.add_argument("--gpus-per-node", type=count(0), default=None, help="GPUs per node (default: all the site's)")
     parser.add_argument("--tasks-per-node", type=count(1), default=None,
@@ -282,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
     from .files import write_atomic
     site = site_mod.load(args.site)
     job = job_from_args(args)
-    if job.bare and not job.workloads_dir:   # a directory holding only the workloads package
+    if job.bare and not job.workloads_dir and catalog.load(job.recipe).builtin:   # a directory holding only workloads
         job = replace(job, workloads_dir=str(payload.pythonpath()))
     text = script(site, job)
     if args.out:

@@ -69,6 +69,14 @@ KINDS: Mapping[str, tuple[re.Pattern, str]] = {k: (re.compile(v[0]), v[1]) for k
     "user": (r"[a-z_][a-z0-9_-]{0,31}", "a user name (lower-case, at most 32)"),
     "tag": (r"[A-Za-z0-9_-]{1,64}", "a source tag such as F1"),
     "field": (r"[a-z_][a-z0-9_]{0,63}", "a key of this table"),
+    # app files (generator/app.py)
+    "requirement": (r"[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?(\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\])?"
+                    r"==[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}", "a pinned pip requirement such as numpy==2.1.3"),
+    "command": (r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,4000}", "one line of shell (no control characters)"),
+    "arg": (r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,1000}", "a command-line word without control characters"),
+    "imgpath": (r"(/[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,127}){1,16}", "an absolute path in the image such as /opt/app"),
+    "value": (r"[A-Za-z0-9_./:,=@%+ -]{0,1024}", "letters, digits, spaces and _ . / : , = @ % + - (no quotes, no $)"),
+    "unit": (r"[A-Za-z0-9/%._ -]{1,32}", "a unit such as samples/s"),
 }.items()}
 MAX_BYTES = 1 << 20          # a site file is a page of facts, not a megabyte
 MAX_INT = 1 << 20
@@ -312,7 +320,9 @@ def _is_optional(tp) -> tuple[bool, object]:
 EXAMPLES = {"text": "a description", "name": "mysite", "word": "15.4", "module": "cray-mpich-abi/8.1.31",
             "path": "/opt/cray", "relpath": "wheels/torch.whl", "url": "https://example.org/simple",
             "image": "rocm/dev-ubuntu-22.04:6.2.4", "env": "OMP_NUM_THREADS", "key": "com.hooks.cxi.enabled",
-            "package": "openmpi-bin", "pin": "4.1.4-3+b1", "user": "app", "tag": "F1", "field": "os_version"}
+            "package": "openmpi-bin", "pin": "4.1.4-3+b1", "user": "app", "tag": "F1", "field": "os_version",
+            "requirement": "numpy==2.1.3", "command": "make -C /opt/app", "arg": "--steps",
+            "imgpath": "/opt/app", "value": "1", "unit": "samples/s"}
 
 
 def _shown(value, limit: int = 60) -> str:
@@ -339,7 +349,7 @@ def _example(meta) -> str:
     return repr(ex)
 
 
-class _Loader:
+class Loader:
     """Turns a parsed TOML document into dataclasses, or raises SiteError."""
 
     def __init__(self, path: str) -> None:
@@ -553,22 +563,40 @@ def fits(key: str, value) -> bool:
     return all(not isinstance(v, str) or bool(KINDS[kind][0].fullmatch(v)) for v in items)
 
 
-def parse(text: str, path: str) -> Site:
-    """Parse and validate the text of a site file; `path` is used in messages."""
+def read_toml(text: str, path: str, what: str = "site file") -> dict:
+    """The parsed TOML of a site (or app) file; size, depth and syntax problems as one-line SiteErrors."""
     if len(text) > MAX_BYTES:
-        raise SiteError(path, "", f"{len(text)} characters is too large for a site file", f"at most {MAX_BYTES}")
+        raise SiteError(path, "", f"{len(text)} characters is too large for a {what}", f"at most {MAX_BYTES}")
     try:
-        raw = tomllib.loads(text)
+        return tomllib.loads(text)
     except RecursionError:
-        raise SiteError(path, "", "invalid TOML: nested too deeply", "a site file nests tables a few levels") from None
+        raise SiteError(path, "", "invalid TOML: nested too deeply", f"a {what} nests tables a few levels") from None
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
         where = f"line {m.group(1)}, column {m.group(2)}" if m else "syntax"
         raise SiteError(path, where, "invalid TOML: " + re.sub(r"\s*\(at .*\)$", "", msg),
                         "fix the TOML syntax") from None
-    loader = _Loader(path)
-    site = loader.table(Site, raw, "")
+
+
+def read_file(path: Path, what: str = "site file") -> str:
+    """The text of a site (or app) file; unreadable, too large or not UTF-8 as one-line SiteErrors."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise SiteError(str(path), "", f"too large for a {what}", f"at most {MAX_BYTES} bytes")
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SiteError(str(path), "", f"cannot read {what}: {exc.strerror}",
+                        "check the path" + (", or give a site name (gen-recipe --list-sites)" if what == "site file"
+                                            else "")) from None
+    except UnicodeDecodeError:
+        raise SiteError(str(path), "", "not a UTF-8 text file", f"a {what} is TOML text") from None
+
+
+def parse(text: str, path: str) -> Site:
+    """Parse and validate the text of a site file; `path` is used in messages."""
+    loader = Loader(path)
+    site = loader.table(Site, read_toml(text, path), "")
     site = dataclasses.replace(site, path=path)
     _check(site, loader.fail)
     return site
@@ -595,16 +623,7 @@ def load(name_or_path: str) -> Site:
         raise UsageError(f"{_shown(name_or_path)} is not a site name or path")
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         path = Path(name_or_path)
-        try:
-            if path.stat().st_size > MAX_BYTES:
-                raise SiteError(str(path), "", "too large for a site file", f"at most {MAX_BYTES} bytes")
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SiteError(str(path), "", f"cannot read site file: {exc.strerror}",
-                            "check the path, or give a site name (gen-recipe --list-sites)") from None
-        except UnicodeDecodeError:
-            raise SiteError(str(path), "", "not a UTF-8 text file", "a site file is TOML text") from None
-        return parse(text, str(path))
+        return parse(read_file(path), str(path))
     names = builtin_names()
     if name_or_path not in names:
         local = f"; a file {name_or_path} is here: say ./{name_or_path} to use it" if Path(name_or_path).is_file() else ""

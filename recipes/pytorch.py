@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import hpccm
 
-from generator.blocks.stack import comm_stack, payload, python_blocks, two_stage
-from generator.plan import plan
-from generator.site import Site
+from generator import api
+from generator.blocks.common import payload
 
 
-def requirements(site: Site) -> list[str]:
-    """Python packages beyond torch and mpi4py (none: the training workloads need only torch)."""
-    return []
+def python(site: api.Site) -> api.PythonSpec:
+    """torch for the GPU stack and mpi4py on the container MPI (the training workloads need nothing more)."""
+    return api.python_spec(site, api.plan(site))
 
 
-def build(site: Site) -> list[hpccm.Stage]:
-    p = plan(site)
-    return two_stage(site, "pytorch", p, build=[], keep=[*comm_stack(site, p), python_blocks(site, p, requirements(site))],
-                     runtime_extra=[payload()])
+def build(site: api.Site) -> list[hpccm.Stage]:
+    p = api.plan(site)
+    return api.two_stage(site, "pytorch", p, keep=[*api.comm_stack(site, p), api.python_env(site, python(site))],
+                         runtime_extra=[payload()], command=("python3", "-m", "workloads"))

@@ -15,6 +15,7 @@ import json
 import os
 import random
 import select
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -72,7 +73,7 @@ def _step(argv: Sequence[str], what: str, log: Path, fix: str) -> None:
                              f"(log: {log})")
 
 
-def bare_python(site: Site, recipe: str, cache: Path = Path("build") / "bare", *,
+def bare_python(site: Site, recipe, cache: Path = Path("build") / "bare", *,
                 progress=lambda line: print(line, file=sys.stderr)) -> str:
     """A virtual environment on the host holding what the recipe's image holds (the same `python_spec`:
     the same torch wheel or index, the same pins, the distro's mpi4py through the system site
@@ -81,13 +82,15 @@ def bare_python(site: Site, recipe: str, cache: Path = Path("build") / "bare", *
     import hashlib
 
     from generator import catalog
-    from generator.blocks.stack import python_spec
     from generator.errors import GenRecipeError
     from generator.images import context
-    from generator.plan import plan
 
-    module = catalog.load(recipe)
-    spec = python_spec(site, plan(site), getattr(module, "requirements", lambda s: [])(site))
+    r = catalog.load(recipe)
+    recipe = r.name
+    spec = r.python(site)
+    if spec is None:
+        raise StepFailed(f"recipe {recipe} has no Python environment (python(site) gives None): the suite has no "
+                         "bare twin to make; give the recipe a python(site) (generator.api)")
     key = hashlib.sha256(repr(spec).encode()).hexdigest()[:12]
     dest = (cache / f"{site.name}-{recipe}-{key}").absolute()
     python = dest / "bin" / "python"
@@ -116,6 +119,8 @@ def bare_python(site: Site, recipe: str, cache: Path = Path("build") / "bare", *
         version, _ = spec.mpi4py
         _step([*pip, "--no-binary=mpi4py", f"mpi4py=={version}"], f"{what}: building mpi4py {version}", log,
               "load the site's MPI module (mpicc on PATH)")
+    if spec.app:
+        _step([*pip, *spec.app], f"{what}: pip install {' '.join(spec.app)}", log, "make the package index reachable")
     (dest / ".complete").write_text(repr(spec) + "\n")
     return str(python)
 
@@ -272,6 +277,14 @@ def decide(benchmark, a: Side, b: Side, name: str, w: Size, label: str, tol, *, 
     """Pairs until the verdict decides (`generator.suite.sequential`: looks after every batch of fresh
     servers, an error rate spent across the looks), or the time budget or the design's last look ends
     it; with `rounds`, exactly that many pairs and one look. Returns (Comparison, Verdict)."""
+    return decide_with(benchmark, lambda pairs, until: compare(a, b, name, w, pairs, until=until, seed=seed), label, tol,
+                       rounds=rounds, design=design, budget_s=budget_s, sides=sides)
+
+
+def decide_with(benchmark, collect, label: str, tol, *, rounds: int | None = None, design=None,
+                budget_s: float = BUDGET_S, sides: tuple[str, str] = ("container", "bare metal")):
+    """`decide` for any way of making pairs: `collect(pairs, until)` returns a Comparison of exactly
+    `pairs` pairs, or of batches of PAIRS_PER_SERVER until `until(pairs so far)` says stop."""
     import time
 
     from generator.suite import sequential
@@ -291,12 +304,128 @@ def decide(benchmark, a: Side, b: Side, name: str, w: Size, label: str, tol, *, 
                                         sides=sides))
         return verdicts[-1].outcome != "continue"
 
-    run = (lambda: compare(a, b, name, w, rounds, seed=seed)) if rounds else \
-        (lambda: compare(a, b, name, w, until=until, seed=seed))
+    run = (lambda: collect(rounds, None)) if rounds else (lambda: collect(None, until))
     comp = benchmark.pedantic(run, rounds=1, iterations=1) if benchmark is not None else run()
     if rounds:
         verdicts.append(sequential.look(label, comp.pairs, tol, design, sides=sides))
     return comp, verdicts[-1]
+
+
+# -- an application's workload: one run = one value of its metric (generator.app.Workload) ----------------
+
+@dataclass(frozen=True)
+class Run:
+    """How to start one side's run of an application's workload."""
+
+    label: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str | None = None
+    setup: tuple[tuple[str, ...], ...] = ()
+
+
+def app_bare_run(site: Site, recipe, python: str | None, mode: str) -> Run:
+    """The workload on the host: the user's files, the bare twin's python first on PATH, the app's
+    environment and what the launch scripts' bare twins set."""
+    env = {**os.environ, **runtimes.bare_env(site, mode)}
+    if python:
+        venv = str(Path(python).parent.parent)
+        env.update(PATH=f"{venv}/bin:{env.get('PATH', '')}", VIRTUAL_ENV=venv)
+    env.update(recipe.env)
+    workdir = recipe.local((recipe.workdir,))[0] if recipe.workdir else ""
+    cwd = workdir if workdir and Path(workdir).is_dir() else str(recipe.folder.absolute())
+    return Run("bare", recipe.local(recipe.workload.command), env, cwd)
+
+
+def app_container_run(site: Site, runtime: str, image: str, recipe, opts: runtimes.Options) -> Run:
+    side = container_run(site, runtime, image, recipe.workload.command, opts)
+    return Run(runtime, side.argv, side.env, None, side.setup)
+
+
+def _run_once(run: Run, workload) -> tuple[float, float]:
+    """One run: (its metric, its wall time); a failed run or a missing metric is a one-line HarnessError."""
+    import time
+
+    from generator.app import expected, metric
+
+    start = time.monotonic()
+    try:
+        done = subprocess.run(run.argv, env=dict(run.env), cwd=run.cwd, capture_output=True, text=True,
+                              timeout=workload.timeout, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise HarnessError(f"{run.label}: `{shlex.join(run.argv)[:300]}` ran past workload.timeout "
+                           f"({workload.timeout} s)") from None
+    seconds = time.monotonic() - start
+    if done.returncode != 0:
+        tail = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()][-1:]
+        raise HarnessError(f"{run.label}: `{shlex.join(run.argv)[:300]}` exited with {done.returncode}"
+                           + (f" ({tail[0].strip()[:200]})" if tail else ""))
+    value = metric(workload, done.stdout)
+    if value is None or value <= 0:
+        last = [ln for ln in done.stdout.splitlines() if ln.strip()][-1:]
+        raise HarnessError(f"{run.label}: `{shlex.join(run.argv)[:300]}` reported no {workload.unit} value "
+                           f"(expected {expected(workload)}"
+                           + (f"; its last output line: {last[0].strip()[:160]!r}" if last else "; it printed nothing")
+                           + ("" if value is None else f"; got {value}, not a positive number") + ")")
+    return value, seconds
+
+
+def _as_process(value: float, better: str) -> Process:
+    """One run as a Process whose speed (work / seconds) is higher-is-better: a throughput as is, a time inverted."""
+    return Process(work=(value,), seconds=(1.0,)) if better == "higher" else Process(work=(1.0,), seconds=(value,))
+
+
+def compare_runs(a: Run, b: Run, workload, pairs: int | None = None, *, until=None, seed: int = 0,
+                 per_batch: int = PAIRS_PER_SERVER) -> Comparison:
+    """Pairs of fresh runs, one per side in random order; `a` is the reference side (see `compare`)."""
+    if pairs is None and until is None:
+        raise ValueError("give pairs or until")
+    rng = random.Random(seed)
+    for run in (a, b):
+        run_setup(Side(run.label, run.argv, run.env, run.setup))
+    out, walls, values = [], [], {"a": [], "b": []}
+    while pairs is None or len(out) < pairs:
+        last = len(out) + per_batch if pairs is None else min(pairs, len(out) + per_batch)
+        while len(out) < last:
+            order = ["a", "b"] if rng.random() < 0.5 else ["b", "a"]
+            got = {k: _run_once({"a": a, "b": b}[k], workload) for k in order}
+            out.append(Pair(bare=_as_process(got["a"][0], workload.better),
+                            container=_as_process(got["b"][0], workload.better)))
+            walls.append((got["a"][1], got["b"][1]))
+            for k in got:
+                values[k].append([got[k][0]])
+        if until is not None and until(out):
+            break
+    return Comparison(tuple(out), tuple(walls), values)
+
+
+VERSIONS = ("import json, sys\nfrom importlib import metadata\nout = {}\nfor name in sys.argv[1:]:\n"
+            "    try:\n        out[name] = metadata.version(name)\n    except metadata.PackageNotFoundError:\n"
+            "        out[name] = None\nprint(json.dumps(out))")
+
+
+def versions_argv(names: Sequence[str]) -> tuple[str, ...]:
+    """A python3 command printing {name: version or null} for the distributions `names`."""
+    return ("python3", "-c", VERSIONS, *names)
+
+
+def same_packages(bare: Run, container: Run) -> None:
+    """The like-for-like guard for applications: each side runs `versions_argv` for the recipe's Python
+    packages (torch, mpi4py, the app's pins); Unlike names what differs between the two."""
+    seen = {}
+    for run in (bare, container):
+        run_setup(Side(run.label, run.argv, run.env, run.setup))
+        done = subprocess.run(run.argv, env=dict(run.env), cwd=run.cwd, capture_output=True, text=True,
+                              timeout=TIMEOUT)
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        if done.returncode != 0 or not lines:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+            raise HarnessError(f"{run.label}: python3 could not list its packages ({tail})")
+        seen[run.label] = json.loads(lines[-1])
+    differs = differences(seen[bare.label], seen[container.label])
+    if differs:
+        raise Unlike(f"{bare.label} and {container.label} do not run the same Python packages ({'; '.join(differs)}): "
+                     "no verdict")
 
 
 def _run_pair(servers: Mapping[str, Server], name: str, w: Size, tag: str, rng: random.Random):

@@ -40,6 +40,7 @@ class SuiteOptions:
     runtimes: tuple[str, ...]          # empty: every runtime of the site
     rounds: int | None                 # process pairs per comparison (None: the suite's default)
     workloads: tuple[str, ...]
+    recipe: object                     # generator.catalog.Recipe of --recipe, or None
     tolerance: float | None            # allowed slowdown as a fraction, overriding the site's
     image: str | None
     mode: str | None
@@ -62,8 +63,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--rounds", type=int, default=None, metavar="N",
                 help="a fixed number of bare+container process pairs per comparison (default: adaptive, "
                      "pairs until the verdict decides)")
-    g.addoption("--workloads", default=",".join(WORKLOADS), metavar="LIST",
-                help=f"comma-separated workloads (default: {','.join(WORKLOADS)})")
+    g.addoption("--workloads", default=None, metavar="LIST",
+                help=f"comma-separated built-in workloads (default: {','.join(WORKLOADS)}; none with --recipe)")
+    g.addoption("--recipe", default=None, metavar="APP",
+                help="your application: an app file (app.toml) or Python recipe whose workload is measured "
+                     "bare vs container (docs/apps.md)")
     g.addoption("--tolerance", type=float, default=None, metavar="FRACTION",
                 help="allowed container slowdown, e.g. 0.05, instead of the site's [tolerances]")
     g.addoption("--image", default=None, metavar="REF",
@@ -97,7 +101,16 @@ def options_from(config: pytest.Config) -> SuiteOptions:
     for name in config.getoption("runtime"):
         if name not in known:
             usage(f"--runtime {name}: site {site.name} has {', '.join(sorted(known))}")
-    workloads = tuple(w.strip() for w in config.getoption("workloads").split(",") if w.strip())
+    recipe = None
+    if config.getoption("recipe"):
+        from generator import catalog
+        try:
+            recipe = catalog.load(config.getoption("recipe"))
+        except GenRecipeError as exc:
+            usage(f"--recipe: {exc}")
+    given = config.getoption("workloads")
+    given = ("" if recipe else ",".join(WORKLOADS)) if given is None else given
+    workloads = tuple(w.strip() for w in given.split(",") if w.strip())
     for w in workloads:
         if w not in WORKLOADS:
             usage(f"--workloads: unknown workload '{w}' (known: {', '.join(WORKLOADS)})")
@@ -110,7 +123,7 @@ def options_from(config: pytest.Config) -> SuiteOptions:
     if config.getoption("aa_repeats") < 0:
         usage("--aa-repeats: must be >= 0")
     return SuiteOptions(
-        site=site, runtimes=tuple(config.getoption("runtime")), rounds=rounds, workloads=workloads,
+        site=site, runtimes=tuple(config.getoption("runtime")), rounds=rounds, workloads=workloads, recipe=recipe,
         tolerance=tolerance, image=config.getoption("image"), mode=config.getoption("mode"),
         aa_repeats=config.getoption("aa_repeats"), on_site=config.getoption("on_site"))
 
@@ -156,8 +169,23 @@ def session_placement(config: pytest.Config) -> Placement:
     return config.stash[PLACEMENT]
 
 
+# Modules that measure the built-in workloads: not run when --recipe asks for the user's application only.
+BUILTIN_MEASUREMENTS = ("test_overhead.py", "test_mpi.py", "test_startup.py", "test_controls.py", "test_busy.py")
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
-    """The machine check first, then the static checks, then the measurements (stable within each)."""
+    """The machine check first, then the static checks, then the measurements (stable within each).
+    With --recipe and no --workloads, the built-in workloads' measurements are deselected; without --recipe,
+    the application test (test_app.py) is."""
+    options = config.stash.get(SUITE, None)
+    if options is not None:
+        skip = (*(BUILTIN_MEASUREMENTS if options.recipe is not None and not options.workloads else ()),
+                *(() if options.recipe is not None else ("test_app.py",)))
+        dropped = [i for i in items if Path(str(i.fspath)).name in skip]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [i for i in items if i not in dropped]
+
     def rank(item) -> int:
         name = Path(str(item.fspath)).name
         return ORDER.index(name) if name in ORDER else len(ORDER)
@@ -257,17 +285,20 @@ class Images:
         self.built: dict[str, str] = {}
         self.failed: dict[str, str] = {}
 
-    def _build(self, recipe: str) -> str:
+    def _build(self, recipe) -> str:
         from generator.errors import GenRecipeError
         from generator.images import base, oci
         from suites.harness import LOGS
 
-        site = self.options.site
+        from generator import catalog
+
+        site, recipe = self.options.site, catalog.load(recipe)
+        name = recipe.name
         if not shutil.which("podman"):
-            pytest.skip(f"podman not found on PATH: cannot build the {recipe} image for --site={site.name} "
+            pytest.skip(f"podman not found on PATH: cannot build the {name} image for --site={site.name} "
                         "(or pass --image)")
         LOGS.mkdir(parents=True, exist_ok=True)
-        log = (LOGS / f"build-{recipe}-{site.name}.log").absolute()
+        log = (LOGS / f"build-{name}-{site.name}.log").absolute()
         with log.open("w") as out:
             def progress(line: str) -> None:
                 out.write(line + "\n")
@@ -277,24 +308,25 @@ class Images:
                     base.ensure_base_image(site, progress=progress)
                 return oci.build_image(site, recipe, progress=progress).ref
             except GenRecipeError as exc:
-                raise GenRecipeError(f"building the {recipe} image for site {site.name} failed: {exc} "
+                raise GenRecipeError(f"building the {name} image for site {site.name} failed: {exc} "
                                      f"(log: {log}; fix the build, or pass a prebuilt --image)") from None
 
-    def ref(self, recipe: str) -> str:
+    def ref(self, recipe) -> str:
         from generator.errors import GenRecipeError
 
         if self.options.image:
             return self.options.image
-        if recipe not in self.built and recipe not in self.failed:
+        key = _name(recipe)
+        if key not in self.built and key not in self.failed:
             try:
-                self.built[recipe] = self._build(recipe)
+                self.built[key] = self._build(recipe)
             except GenRecipeError as exc:
-                self.failed[recipe] = str(exc)
-        if recipe in self.failed:
-            pytest.fail(self.failed[recipe], pytrace=False)
-        return self.built[recipe]
+                self.failed[key] = str(exc)
+        if key in self.failed:
+            pytest.fail(self.failed[key], pytrace=False)
+        return self.built[key]
 
-    def for_runtime(self, recipe: str, runtime: str) -> str:
+    def for_runtime(self, recipe, runtime: str) -> str:
         from generator.errors import GenRecipeError
         from generator.images import convert
         from generator.runtimes import PLATFORMS
@@ -320,17 +352,22 @@ class BarePythons:
     def __init__(self, site) -> None:
         self.site, self.made, self.failed = site, {}, {}
 
-    def __call__(self, recipe: str) -> str:
+    def __call__(self, recipe) -> str:
         from suites import harness
 
-        if recipe not in self.made and recipe not in self.failed:
+        key = _name(recipe)
+        if key not in self.made and key not in self.failed:
             try:
-                self.made[recipe] = harness.bare_python(self.site, recipe)
+                self.made[key] = harness.bare_python(self.site, recipe)
             except harness.StepFailed as exc:
-                self.failed[recipe] = str(exc)
-        if recipe in self.failed:
-            pytest.fail(self.failed[recipe], pytrace=False)
-        return self.made[recipe]
+                self.failed[key] = str(exc)
+        if key in self.failed:
+            pytest.fail(self.failed[key], pytrace=False)
+        return self.made[key]
+
+
+def _name(recipe) -> str:
+    return recipe if isinstance(recipe, str) else recipe.name
 
 
 @pytest.fixture(scope="session")

@@ -20,10 +20,12 @@ FORMATS = ("docker", "apptainer")
 
 
 def pytest_generate_tests(metafunc):
-    site = metafunc.config.stash[SUITE].site
+    options = metafunc.config.stash[SUITE]
+    site = options.site
     if "recipe" in metafunc.fixturenames:
-        cases = [(r, f) for r in catalog.names() for f in FORMATS]
-        metafunc.parametrize("recipe,fmt", cases, ids=[f"{r}-{f}" for r, f in cases])
+        recipes = [options.recipe.spec] if options.recipe else catalog.names()
+        cases = [(r, f) for r in recipes for f in FORMATS]
+        metafunc.parametrize("recipe,fmt", cases, ids=[f"{catalog.load(r).name}-{f}" for r, f in cases])
     if "launch_case" in metafunc.fixturenames:
         cases = [(rt.name, mode, bare) for rt in site.runtimes for mode in rt.mpi_modes
                  if not (mode == "bind" and site.mpi.flavour == "none") for bare in (False, True)]
@@ -32,7 +34,7 @@ def pytest_generate_tests(metafunc):
 
 def test_recipe_generates_and_lints_clean(site, recipe, fmt):
     text = render.recipe_text(site, recipe, fmt)
-    findings = lint_text(text, f"{site.name}/{recipe}.{fmt}", target=target_of(site))
+    findings = lint_text(text, f"{site.name}/{catalog.load(recipe).name}.{fmt}", target=target_of(site))
     assert not findings, "\n".join(str(f) for f in findings)
 
 

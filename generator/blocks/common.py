@@ -85,7 +85,8 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
 
     def __init__(self, *, requirements: Sequence[str] = (), index_packages: Sequence[tuple[str, Sequence[str]]] = (),
                  wheels: Sequence[str] = (), mpi4py: tuple[str, str] | None = None,
-                 system_site_packages: bool = False, ca_secret: bool = False, python: str = "python3") -> None:
+                 system_site_packages: bool = False, ca_secret: bool = False, python: str = "python3",
+                 app: Sequence[str] = ()) -> None:
         super().__init__()
         self.__python = python
         pip = f"{VENV}/bin/pip --no-cache-dir install"
@@ -96,8 +97,7 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
         wheel_dir = "/wheels" if docker() else WHEELS_STAGING
         wheel_paths = [posixpath.join(wheel_dir, posixpath.basename(w)) for w in wheels]
         q = shlex.quote     # site values: validated at load, quoted here all the same
-        if wheels and docker():
-            mounts.append("--mount=type=bind,source=wheels,target=/wheels")
+        base_mounts = [*mounts, "--mount=type=bind,source=wheels,target=/wheels"] if wheels and docker() else mounts
 
         self += comment("Python environment (" + VENV + ")")
         if wheels and not docker():
@@ -113,7 +113,11 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
             commands.append(f"{env}MPICC={q(mpicc)} {pip} --no-binary=mpi4py {q(f'mpi4py=={version}')}")
         if wheels and not docker():
             commands.append(self.cleanup_step(items=[WHEELS_STAGING]))
-        self += shell(commands=commands, _arguments=" ".join(mounts)) if mounts else shell(commands=commands)
+        self += shell(commands=commands, _arguments=" ".join(base_mounts)) if base_mounts else shell(commands=commands)
+        if app:     # the application's own packages: a layer of their own, so changing them keeps the one above
+            self += comment("The application's Python packages")
+            app_cmd = [f"{env}{pip} {' '.join(map(q, app))}"]
+            self += shell(commands=app_cmd, _arguments=" ".join(mounts)) if mounts else shell(commands=app_cmd)
         self += environment(variables={"PATH": f"{VENV}/bin:$PATH", "VIRTUAL_ENV": VENV})
 
     def runtime(self, _from: str = "0") -> str:
@@ -136,15 +140,60 @@ class payload(bb_base):  # noqa: N801
         self += environment(variables={"PYTHONPATH": WORKLOADS_DIR})
 
 
-class finish(bb_base):  # noqa: N801
-    """End of the runtime stage: labels, a non-root user (Docker) and the default command."""
+class app_files(bb_base):  # noqa: N801
+    """An application's own files and build steps (generator.app, and Python recipes through generator.api).
 
-    def __init__(self, *, labels: Mapping[str, str], user: str, command: Sequence[str]) -> None:
+    files: {path in the build context's app/ folder: absolute destination in the image}; each destination is
+        a new file or folder whose parent exists in every base image, so Docker's COPY and Apptainer's
+        %files (cp -r) put the same tree there.
+    commands: shell lines run in the build stage after the copy (the recipe author's own code).
+    keep: further paths those commands create that the runtime stage keeps (with every destination).
+    """
+
+    def __init__(self, *, files: Mapping[str, str], commands: Sequence[str] = (), keep: Sequence[str] = ()) -> None:
+        super().__init__()
+        self.__kept = tuple(dict.fromkeys([*files.values(), *keep]))
+        self += comment("Application files")
+        for src, dest in files.items():
+            self += copy(src=posixpath.join("app", src), dest=dest)
+        if commands:
+            self += comment("Application build steps")
+            self += shell(commands=list(commands))
+
+    def runtime(self, _from: str = "0") -> str:
+        self.rt += comment("Application files")
+        for path in self.__kept:
+            self.rt += copy(_from=_from, src=path, dest=path)
+        return str(self.rt)
+
+
+def _quoted(value: str) -> str:
+    """A value of the `value` kind (no quotes, backslashes or $) in double quotes: the same text in a
+    Dockerfile ENV/LABEL and in a shell export."""
+    return '"' + value + '"'
+
+
+class finish(bb_base):  # noqa: N801
+    """End of the runtime stage: labels, environment, working directory, a non-root user (Docker) and
+    the default command. `env`, `workdir`, `app_labels` are an application's (values of the `value` kind)."""
+
+    def __init__(self, *, labels: Mapping[str, str], user: str, command: Sequence[str],
+                 env: Mapping[str, str] | None = None, workdir: str = "",
+                 app_labels: Mapping[str, str] | None = None) -> None:
         super().__init__()
         self += label(metadata=dict(sorted(labels.items())))
+        if app_labels:
+            self += raw(docker="LABEL " + " \\\n    ".join(f"{k}={_quoted(v)}" for k, v in app_labels.items()),
+                        singularity="%labels\n" + "\n".join(f"    {k} {v}" for k, v in app_labels.items()))
+        if env:
+            self += raw(docker="ENV " + " \\\n    ".join(f"{k}={_quoted(v)}" for k, v in env.items()),
+                        singularity="%environment\n" + "\n".join(f"    export {k}={_quoted(v)}" for k, v in env.items()))
+        if workdir and docker():
+            self += raw(docker=f"WORKDIR {workdir}")
         if docker():
             # Apptainer runs as the calling user; Docker-style runtimes get an unprivileged one.
             self += shell(commands=[f"useradd --create-home --uid 10001 --user-group {shlex.quote(user)}"])
             self += raw(docker="USER 10001:10001")
+        cd = f"cd {shlex.quote(workdir)} || exit 1\n    " if workdir else ""
         self += raw(docker="CMD " + json.dumps(list(command)),
-                    singularity="%runscript\n    exec " + shlex.join(command) + ' "$@"')
+                    singularity="%runscript\n    " + cd + "exec " + shlex.join(command) + ' "$@"')

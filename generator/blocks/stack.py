@@ -3,7 +3,7 @@ stack (fabric libraries + MPI), the Python environment, and the two-stage layout
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import hpccm
@@ -94,43 +94,53 @@ class PythonSpec:
     requirements: tuple[str, ...]                             # from the default index
     mpi4py: tuple[str, str] | None                            # (version, mpicc): built against the container MPI
     system_site_packages: bool                                # the distro's mpi4py (distro MPI)
+    app: tuple[str, ...] = ()                                 # an application's own pins: a layer of their own
 
 
-def python_spec(site: Site, p: Plan, extra: Sequence[str] = ()) -> PythonSpec:
-    """torch for the GPU stack (index or local wheel), mpi4py on the container MPI, the recipe's extras."""
+def python_spec(site: Site, p: Plan, extra: Sequence[str] = (), *, torch: bool = True, mpi4py: bool = True,
+                app: Sequence[str] = ()) -> PythonSpec:
+    """torch for the GPU stack (index or local wheel) unless `torch` is false, mpi4py on the container
+    MPI unless `mpi4py` is false, the recipe's extras, then an application's own pins (`app`)."""
     sw = site.software
+    wheel = p.torch_wheel if torch else ""
     return PythonSpec(
-        index_packages=() if p.torch_wheel else ((p.torch_index, (f"torch=={sw.torch}",)),),
-        wheels=(p.torch_wheel,) if p.torch_wheel else (),
+        index_packages=((p.torch_index, (f"torch=={sw.torch}",)),) if torch and not wheel else (),
+        wheels=(wheel,) if wheel else (),
         requirements=tuple(extra),
-        mpi4py=(str(sw.mpi4py), mpicc(p)) if p.mpi4py == "source" else None,
-        system_site_packages=p.mpi4py == "distro")
+        mpi4py=(str(sw.mpi4py), mpicc(p)) if mpi4py and p.mpi4py == "source" else None,
+        system_site_packages=mpi4py and p.mpi4py == "distro",
+        app=tuple(app))
 
 
-def python_blocks(site: Site, p: Plan, extra: Sequence[str] = ()) -> python_env:
-    """The image's virtual environment (see `python_spec`)."""
-    spec = python_spec(site, p, extra)
+def python_blocks(site: Site, p: Plan, extra: Sequence[str] = (), spec: PythonSpec | None = None) -> python_env:
+    """The image's virtual environment (see `python_spec`; `spec` replaces the default one)."""
+    spec = spec or python_spec(site, p, extra)
     return python_env(index_packages=spec.index_packages, wheels=spec.wheels, requirements=spec.requirements,
-                      mpi4py=spec.mpi4py, system_site_packages=spec.system_site_packages,
+                      mpi4py=spec.mpi4py, system_site_packages=spec.system_site_packages, app=spec.app,
                       ca_secret=site.software.pip_cert_secret, python=site.software.python)
 
 
 def two_stage(site: Site, recipe: str, p: Plan, build: Sequence, keep: Sequence, runtime_extra: Sequence = (),
-              runtime_packages: Sequence[str] = (), command: Sequence[str] = ("python3", "-m", "workloads")) -> list:
+              runtime_packages: Sequence[str] = (), command: Sequence[str] = ("python3", "-m", "workloads"), *,
+              build_packages: Sequence[str] = (), distro_mpi4py: bool | None = None,
+              env: Mapping[str, str] | None = None, workdir: str = "", app_labels: Mapping[str, str] | None = None) -> list:
     """A build stage with `build` + `keep` blocks and a runtime stage with what `keep` leaves behind.
 
     `build`: blocks used only to build (their output is copied by a later `keep` block or lost);
     `keep`: blocks whose runtime() goes to the runtime stage; `runtime_extra`: blocks only there.
+    `build_packages` / `runtime_packages`: more distro packages for either stage; `distro_mpi4py`: whether
+    the runtime stage needs the distro's mpi4py (default: when the plan takes it from the distro);
+    `env`, `workdir`, `app_labels`: an application's (see `finish`).
     """
     devel = hpccm.Stage(name="devel")
     devel += base(site, "devel", "devel")
-    devel += ospackages(packages=sorted({*DEVEL_PACKAGES, *(COMPILE_PACKAGES if p.compiles else ())}))
+    devel += ospackages(packages=sorted({*DEVEL_PACKAGES, *(COMPILE_PACKAGES if p.compiles else ()), *build_packages}))
     for block in [*build, *keep]:
         devel += block
 
     rt = hpccm.Stage(name="runtime")
     rt += base(site, "runtime", "runtime")
-    distro_py = ["python3-mpi4py"] if p.mpi4py == "distro" else []
+    distro_py = ["python3-mpi4py"] if (p.mpi4py == "distro" if distro_mpi4py is None else distro_mpi4py) else []
     rt += ospackages(packages=sorted({*RUNTIME_PACKAGES, *runtime_packages, *distro_py}),
                      pins=site.software.distro_pins)
     rt += devel.runtime(_from="devel", exclude=list(BUILD_ONLY))
@@ -140,7 +150,7 @@ def two_stage(site: Site, recipe: str, p: Plan, build: Sequence, keep: Sequence,
                          "io.github.gen-recipe.site": site.name, "io.github.gen-recipe.recipe": recipe,
                          "io.github.gen-recipe.version": __version__,
                          "io.github.gen-recipe.mpi-mode": site.container.mpi_mode},
-                 user=site.software.user, command=command)
+                 user=site.software.user, command=command, env=env, workdir=workdir, app_labels=app_labels)
     return [devel, rt]
 
 

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import render
+from .. import catalog, render
+from .tags import IGNORED
 from ..payload import workloads_dir
 from ..site import Site
 from .process import BuildFailed, ToolMissing, stream
@@ -49,14 +50,23 @@ def fetch_wheel(site: Site, cache_dir: Path, progress: Callable[[str], None]) ->
     return path
 
 
-def prepare_context(site: Site, recipe: str, fmt: str, dest: Path, cache_dir: Path,
+def prepare_context(site: Site, recipe: str | catalog.Recipe, fmt: str, dest: Path, cache_dir: Path,
                     progress: Callable[[str], None]) -> str:
     """Fill `dest` with the recipe text and what it needs; returns the text."""
-    text = render.recipe_text(site, recipe, fmt)
-    (dest / ("Dockerfile" if fmt == "docker" else f"{recipe}.def")).write_text(text, encoding="utf-8")
-    root = workloads_dir()
-    shutil.copytree(root, dest / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"))
-    if site.software.torch_wheel:
+    r = catalog.load(recipe)
+    text = render.recipe_text(site, r, fmt)
+    (dest / ("Dockerfile" if fmt == "docker" else f"{r.name}.def")).write_text(text, encoding="utf-8")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", *IGNORED)
+    if r.payload:
+        shutil.copytree(workloads_dir(), dest / "workloads", ignore=ignore)
+    for rel in r.context:
+        local, target = r.folder / rel, dest / "app" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if local.is_dir():
+            shutil.copytree(local, target, ignore=ignore)
+        else:
+            shutil.copy2(local, target)
+    if site.software.torch_wheel and (r.payload or render.uses_wheel(site, r)):
         src = fetch_wheel(site, cache_dir, progress)
         target = dest / site.software.torch_wheel
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -17,13 +17,13 @@ from .registry import push as push_image, push_target, verify_push
 from .tags import default_ref
 
 
-def build_image(site: Site, recipe: str, *, tag: str | None = None, push: bool | str | None = None,
+def build_image(site: Site, recipe: str | catalog.Recipe, *, tag: str | None = None, push: bool | str | None = None,
                 target: str | None = None, progress: Callable[[str], None] = stderr_progress,
                 builder: str | None = None, registry: str | None = None, cache_dir: Path = CACHE_DIR,
                 cache_from: str | None = None, cache_to: str | None = None) -> BuildResult:
     """Build `recipe` for `site` as an OCI image (skipped when the tag exists) and, with `push`
     (True, or the registry HOST[/PATH] as a string), push it and verify the pushed digest."""
-    catalog.load(recipe)
+    recipe = catalog.load(recipe)
     start = time.monotonic()
     local = tag or default_ref(site, recipe, target=target)
     remote = push_target(site, local, push, registry)

@@ -20,16 +20,16 @@ from .registry import push_target
 from .tags import default_ref
 
 
-def build_sif(site: Site, recipe: str, *, out: Path | None = None, push: bool | str | None = None,
+def build_sif(site: Site, recipe: str | catalog.Recipe, *, out: Path | None = None, push: bool | str | None = None,
               progress: Callable[[str], None] = stderr_progress, builder: str | None = None,
               registry: str | None = None, cache_dir: Path = CACHE_DIR) -> BuildResult:
     """Build the Apptainer definition into a SIF (`<recipe>-<site>.sif`); push it with ORAS."""
-    catalog.load(recipe)
+    recipe = catalog.load(recipe)
     start = time.monotonic()
     ref = default_ref(site, recipe, fmt="apptainer")
     remote = push_target(site, ref, push, registry)
     tool = find_builder("apptainer", builder)
-    sif = (out or Path(f"{recipe}-{site.name}.sif")).absolute()
+    sif = (out or Path(f"{recipe.name}-{site.name}.sif")).absolute()
     stamp = sif.with_name(sif.name + ".tag")
     cached = sif.is_file() and stamp.is_file() and stamp.read_text().strip() == ref
     if cached:
@@ -39,7 +39,7 @@ def build_sif(site: Site, recipe: str, *, out: Path | None = None, push: bool | 
         with tempfile.TemporaryDirectory(prefix="context-", dir=cache_dir) as ctx:
             prepare_context(site, recipe, "apptainer", Path(ctx), cache_dir, progress)
             fakeroot = ("--fakeroot",) if os.geteuid() != 0 else ()
-            stream((tool, "build", "--force", *fakeroot, str(sif), f"{recipe}.def"), progress,
+            stream((tool, "build", "--force", *fakeroot, str(sif), f"{recipe.name}.def"), progress,
                     f"{tool} build of {sif.name}", cwd=Path(ctx))
         stamp.write_text(ref + "\n")
     blob = "sha256:" + file_sha256(sif)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .. import __version__, render
+from .. import __version__, catalog, render
 from ..payload import workloads_dir
 from ..site import Site
 
@@ -17,37 +17,52 @@ DEFAULT_REGISTRY = "localhost/gen-recipe"
 INSECURE_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
-def context_manifest(site: Site) -> list[tuple[str, str]]:
+def context_manifest(site: Site, recipe: catalog.Recipe) -> list[tuple[str, str]]:
     """(path in the build context, content id) for what gen-recipe puts there: each workloads file
-    by its sha256, the site's wheel by its file name (PyPI never reuses a file name, and the tag
-    can then be computed where the 190 MB wheel is not downloaded)."""
-    root = workloads_dir()
-    items = [(f"workloads/{f.relative_to(root).as_posix()}", hashlib.sha256(f.read_bytes()).hexdigest())
-             for f in sorted(root.rglob("*")) if _wanted(f, root)]
-    if site.software.torch_wheel:
+    (built-in recipes) or application file by its sha256, the site's wheel by its file name (PyPI never
+    reuses a file name, and the tag can then be computed where the 190 MB wheel is not downloaded)."""
+    items = []
+    if recipe.payload:
+        root = workloads_dir()
+        items += [(f"workloads/{f.relative_to(root).as_posix()}", _sha256(f)) for f in sorted(root.rglob("*"))
+                  if _wanted(f, root)]
+    for rel in recipe.context:
+        local = recipe.folder / rel
+        found = [local] if local.is_file() else sorted(f for f in local.rglob("*") if _wanted(f, local))
+        items += [(f"app/{rel}/{f.relative_to(local).as_posix()}" if f != local else f"app/{rel}", _sha256(f))
+                  for f in found]
+    if site.software.torch_wheel and (recipe.payload or render.uses_wheel(site, recipe)):
         items.append((site.software.torch_wheel, "file:" + Path(site.software.torch_wheel).name))
     return items
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+IGNORED = ("__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".venv")
+
+
 def _wanted(path: Path, root: Path) -> bool:
     rel = path.relative_to(root)
-    return path.is_file() and "__pycache__" not in rel.parts and path.suffix not in (".pyc", ".pyo")
+    return path.is_file() and not any(part in IGNORED for part in rel.parts) and path.suffix not in (".pyc", ".pyo")
 
 
-def content_hash(text: str, site: Site) -> str:
+def content_hash(text: str, site: Site, recipe: catalog.Recipe) -> str:
     h = hashlib.sha256(b"gen-recipe build context 1\0" + text.encode())
-    for path, content in context_manifest(site):
+    for path, content in context_manifest(site, recipe):
         h.update(f"\0{path}\0{content}".encode())
     return h.hexdigest()[:12]
 
 
-def default_ref(site: Site, recipe: str, *, registry: str = DEFAULT_REGISTRY, target: str | None = None,
-                fmt: str = "docker") -> str:
+def default_ref(site: Site, recipe: str | catalog.Recipe, *, registry: str = DEFAULT_REGISTRY,
+                target: str | None = None, fmt: str = "docker") -> str:
     """The tag `gen-recipe build` gives (or pushes as, with --registry)."""
-    text = render.recipe_text(site, recipe, fmt)
-    tag = f"{__version__}-{content_hash(text, site)}" + (f"-{target}" if target else "") \
+    r = catalog.load(recipe)
+    text = render.recipe_text(site, r, fmt)
+    tag = f"{__version__}-{content_hash(text, site, r)}" + (f"-{target}" if target else "") \
         + ("-sif" if fmt == "apptainer" else "")
-    return f"{registry.rstrip('/')}/{recipe}-{site.name}:{tag}"
+    return f"{registry.rstrip('/')}/{r.name}-{site.name}:{tag}"
 
 
 def retarget(ref: str, registry: str) -> str:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from generator import cli, errors, render, site as site_mod
+from generator import catalog, cli, errors, render, site as site_mod
 from generator.images import base, builders, context, convert, process, tags
 
 TAG = re.compile(r"^localhost/gen-recipe/pytorch-local:0\.1\.0-[0-9a-f]{12}$")
@@ -30,12 +30,12 @@ def test_default_ref_is_deterministic(local):
 
 def test_content_hash_covers_text_and_context(local):
     text = render.recipe_text(local, "pytorch", "docker")
-    assert tags.content_hash(text, local) != tags.content_hash(text + "\n", local)
-    manifest = dict(tags.context_manifest(local))
+    assert tags.content_hash(text, local, catalog.load("pytorch")) != tags.content_hash(text + "\n", local, catalog.load("pytorch"))
+    manifest = dict(tags.context_manifest(local, catalog.load("pytorch")))
     assert manifest[local.software.torch_wheel] == "file:" + local.software.torch_wheel.split("/")[-1]
     assert "workloads/__main__.py" in manifest and not any("__pycache__" in p for p in manifest)
     frontier = site_mod.load("frontier")
-    assert not any(p.startswith("wheels/") for p, _ in tags.context_manifest(frontier))
+    assert not any(p.startswith("wheels/") for p, _ in tags.context_manifest(frontier, catalog.load("pytorch")))
 
 
 def test_build_argv_per_builder(tmp_path):

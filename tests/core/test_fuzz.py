@@ -72,14 +72,12 @@ scalars = st.one_of(st.sampled_from(PAYLOADS), st.text(max_size=40), st.integers
                     st.integers(min_value=1, max_value=2000).map(Deep))
 
 
-@st.composite
-def mutated(draw):
-    i = draw(st.integers(0, len(SITES) - 1))
+def mutate(draw, raw: dict, text: str, keys=("flavor", "extra", "name", "\x07")) -> str:
+    """A TOML text: `text` broken (1 in 10), or `raw` with 1-3 values set, deleted or added."""
     if draw(st.integers(0, 9)) == 0:                       # broken text: truncated, spliced
-        text = TEXTS[i]
         cut = draw(st.integers(0, len(text)))
         return text[:cut] + draw(st.text(max_size=20)) + text[cut + draw(st.integers(0, 40)):]
-    doc = json.loads(json.dumps(RAW[i]))           # a copy
+    doc = json.loads(json.dumps(raw))           # a copy
     for _ in range(draw(st.integers(1, 3))):
         found = list(paths(doc))
         path, _ = found[draw(st.integers(0, len(found) - 1))]
@@ -90,10 +88,25 @@ def mutated(draw):
         if action == "delete":
             del parent[path[-1]]
         elif action == "add" and isinstance(parent, dict):
-            parent[draw(st.sampled_from(["flavor", "extra", "name", "\x07"]))] = draw(scalars)
+            parent[draw(st.sampled_from(keys))] = draw(scalars)
         else:
             parent[path[-1]] = draw(scalars)
     return toml_text(doc)
+
+
+@st.composite
+def mutated(draw):
+    i = draw(st.integers(0, len(SITES) - 1))
+    return mutate(draw, RAW[i], TEXTS[i])
+
+
+APP = REPO / "examples" / "trainer"
+APP_TEXT = (APP / "app.toml").read_text()
+
+
+@st.composite
+def mutated_app(draw):
+    return mutate(draw, tomllib.loads(APP_TEXT), APP_TEXT, ("base", "files", "src", "workdir", "\x07"))
 
 
 def run(*argv: str):
@@ -112,6 +125,26 @@ def test_mutated_site_files_give_exit_0_or_one_line(text, tmp_path_factory):
     site.write_text(text, encoding="utf-8", errors="surrogatepass")
     for argv in (("--site", str(site), "--recipe", "pytorch", "--out", str(folder / "out"), "-q"),
                  ("launch", "--site", str(site), "--workload", "mnist", "--nodes", "2")):
+        code, err = run(*argv)
+        assert code == 0 or (code == 2 and err.count("\n") == 1 and err.startswith("gen-recipe: ")
+                             and "fuzzed.toml" in err and "\x1b" not in err), (code, err[:500])
+    assert not Path("/tmp/gen-recipe-fuzz").exists()
+
+
+@settings(max_examples=CASES // 4, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@given(text=mutated_app())
+def test_mutated_app_files_give_exit_0_or_one_line(text, tmp_path_factory):
+    """The same for app files (examples/trainer/app.toml mutated): generate and launch."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("fuzzapp")
+    shutil.copytree(APP / "src", folder / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(APP / "requirements.txt", folder)
+    app = folder / "fuzzed.toml"
+    app.write_text(text, encoding="utf-8", errors="surrogatepass")
+    for argv in (("--site", "local", "--recipe", str(app), "--out", str(folder / "out"), "-q"),
+                 ("launch", "--site", "frontier", "--recipe", str(app), "--nodes", "2")):
         code, err = run(*argv)
         assert code == 0 or (code == 2 and err.count("\n") == 1 and err.startswith("gen-recipe: ")
                              and "fuzzed.toml" in err and "\x1b" not in err), (code, err[:500])

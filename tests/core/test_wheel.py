@@ -38,7 +38,8 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_ships_the_packages_and_their_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for must in ("generator/cli.py", "generator/images/oci.py", "generator/suite/stats.py", "recipes/pytorch.py",
-                 "sites/frontier.toml", "workloads/registry.py", "workloads/forkserver.py"):
+                 "sites/frontier.toml", "workloads/registry.py", "workloads/forkserver.py", "generator/api.py",
+                 "generator/templates/app.toml", "generator/templates/recipe.py", "generator/templates/main.py"):
         assert must in names, f"{must} is not in {wheel.name}"
     assert not any(n.startswith(("tests/", "suites/")) for n in names)
 
@@ -57,3 +58,7 @@ def test_installed_wheel_generates_away_from_the_checkout(wheel, tmp_path):
     where = run([env_dir / "bin" / "python", "-c", "import generator, workloads; print(generator.__file__, workloads.__file__)"],
                 cwd=tmp_path).stdout
     assert str(REPO) not in where, f"imported from the checkout: {where}"
+    # a user's own recipe, from the installed templates (package data), away from the checkout
+    run([gen, "new-recipe", "myapp"], cwd=tmp_path)
+    run([gen, "--site", "frontier", "--recipe", "myapp/app.toml", "--out", tmp_path / "out"], cwd=tmp_path)
+    assert "COPY app/src /opt/myapp" in (tmp_path / "out" / "frontier" / "myapp.Dockerfile").read_text()

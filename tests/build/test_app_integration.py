@@ -1,0 +1,66 @@
+"""The example application on this machine, end to end through the user's commands: `gen-recipe build
+--recipe examples/trainer/app.toml`, its image run with every local runtime, `gen-recipe launch --recipe`
+executed, and `pytest suites/ --site=local --recipe ...` giving a verdict for its workload."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from generator import runtimes
+from generator.images import convert
+
+from test_integration import CACHE, REPO, gen_recipe, last_json, run  # tests/build is on sys.path (rootdir import)
+
+APP = "examples/trainer/app.toml"
+SHORT = ("python3", "/opt/trainer/train.py", "--steps", "5", "--warmup", "1")
+
+
+@pytest.fixture(scope="module")
+def app_image(tools, local_base_image, local_build) -> str:
+    """The trainer image, built by the CLI as a user would (after the pytorch image: its layers are reused)."""
+    r = gen_recipe("build", "--site", "local", "--recipe", APP)
+    assert r.returncode == 0, r.stderr[-3000:]
+    found = re.search(r"(localhost/gen-recipe/trainer-local:\S+)", r.stdout)
+    assert found, r.stdout
+    again = gen_recipe("build", "--site", "local", "--recipe", APP)
+    assert again.stdout.startswith("up to date: ") and found.group(1) in again.stdout
+    return found.group(1)
+
+
+@pytest.mark.parametrize("runtime", ["charliecloud", "podman", "udocker"])
+def test_app_image_runs_with_every_local_runtime(app_image, local_site, run_env, runtime):
+    image = convert.runtime_image(local_site, app_image, runtime, cache_dir=CACHE / "images")
+    opts = runtimes.Options(mode="hybrid", allow_root=os.geteuid() == 0)
+    run_env = {**run_env, **runtimes.PLATFORMS[runtime].local_env()}     # where the locally made images are
+    out = run(runtimes.command(local_site, image, SHORT, opts, runtime), run_env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    record = last_json(out.stdout)
+    assert record["samples_per_s"] > 0 and record["steps"] == 5
+    env = run(runtimes.command(local_site, image, ("python3", "-c", "import os, tqdm; print(os.environ['OMP_NUM_THREADS'], "
+                                                   "tqdm.__version__)"), opts, runtime), run_env)
+    assert env.stdout.split()[-2:] == ["1", "4.67.1"], env.stdout + env.stderr[-500:]
+
+
+def test_app_launch_script_runs(app_image, tmp_path, run_env):
+    script = tmp_path / "run.sh"
+    r = gen_recipe("launch", "--site", "local", "--recipe", APP, "--runtime", "podman", "--out", str(script), "--", "--steps", "5")
+    assert r.returncode == 0, r.stderr
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=run_env, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert last_json(done.stdout)["steps"] == 5
+
+
+def test_suite_gives_a_verdict_for_the_apps_workload(app_image, run_env):
+    """One runtime here (the three runtimes run above; the suite's statistics are the built-in workloads')."""
+    r = subprocess.run([sys.executable, "-m", "pytest", "suites/", "--site=local", "--recipe", APP, "--runtime",
+                        "charliecloud", "-p", "no:cacheprovider", "-q"], capture_output=True, text=True, cwd=REPO,
+                       env=run_env, timeout=1200)
+    verdicts = [ln for ln in r.stdout.splitlines() if "trainer (charliecloud)" in ln]
+    assert verdicts, r.stdout[-3000:]
+    assert r.returncode == 0 and verdicts[-1].startswith("PASS"), r.stdout[-3000:]
+    assert "deselected" in r.stdout       # the built-in workloads' measurements are not run with --recipe
