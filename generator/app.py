@@ -52,6 +52,8 @@ class Python:
     requirements: tuple[str, ...] = _f(("tqdm==4.67.1",), (), "pinned pip requirements", kind="requirement")
     requirements_file: str = _f("requirements.txt", "", "a file of pinned requirements, relative to the app file "
                                 "(read at generation: its pins are written into the recipe)", kind="relpath")
+    wheels: tuple[str, ...] = _f(("dist/mypkg-1.0-py3-none-any.whl",), (), "your own wheel files, relative to the "
+                                 "app file, installed into the image's environment (and the bare twin's)", kind="relpath")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +160,14 @@ def _check(app: App, fail) -> tuple[str, ...]:
     if app.run.workdir and app.run.workdir not in dests and not any(app.run.workdir.startswith(d + "/") for d in dests):
         fail("run.workdir", f"{app.run.workdir} is not one of the [files] destinations",
              f"use one of: {', '.join(dests)}" if dests else "copy a folder there with [files]")
+    for i, wheel in enumerate(app.python.wheels):
+        key, local = f"python.wheels[{i}]", app.folder / wheel
+        if not wheel.endswith(".whl") or len(Path(wheel).name.split("-")) < 5 or ".." in Path(wheel).parts:
+            fail(key, f"{wheel} is not a wheel file name", "give e.g. dist/mypkg-1.0-py3-none-any.whl")
+        if not local.is_file():
+            fail(key, f"{local} does not exist", "build it first (python -m build --wheel), or fix the path")
+        if folder not in local.resolve().parents:
+            fail(key, f"{local} leads outside the app's folder (a link?)", "copy the wheel into the app's folder")
     pins = list(app.python.requirements)
     if app.python.requirements_file:
         pins += requirements_file(app.folder / app.python.requirements_file, app.path, fail)
@@ -272,9 +282,9 @@ def python_spec(app: App, site):
     p = api.plan(site)
     if app.base in ("pytorch", "llm"):
         extra = api.llm_requirements(site) if app.base == "llm" else []
-        return api.python_spec(site, p, extra, app=app.pins)
-    if app.pins:
-        return api.python_spec(site, p, torch=False, mpi4py=app.base == "mpi", app=app.pins)
+        return api.python_spec(site, p, extra, app=app.pins, app_wheels=app.python.wheels)
+    if app.pins or app.python.wheels:
+        return api.python_spec(site, p, torch=False, mpi4py=app.base == "mpi", app=app.pins, app_wheels=app.python.wheels)
     return None
 
 

@@ -106,7 +106,7 @@ def _app(spec: str) -> Recipe:
     from . import app as app_mod
 
     a = app_mod.load(spec)
-    context = tuple(a.files)
+    context = tuple(dict.fromkeys([*a.files, *a.python.wheels]))
     return Recipe(name=a.name, spec=spec, description=a.description or f"application {a.name} ({a.base} stack)",
                   build=lambda site: app_mod.stages(a, site), python=lambda site: app_mod.python_spec(a, site),
                   source=a.path, folder=a.folder, context=context, files=dict(a.files), env=dict(a.run.env),

@@ -119,8 +119,10 @@ def bare_python(site: Site, recipe, cache: Path = Path("build") / "bare", *,
         version, _ = spec.mpi4py
         _step([*pip, "--no-binary=mpi4py", f"mpi4py=={version}"], f"{what}: building mpi4py {version}", log,
               "load the site's MPI module (mpicc on PATH)")
-    if spec.app:
-        _step([*pip, *spec.app], f"{what}: pip install {' '.join(spec.app)}", log, "make the package index reachable")
+    if spec.app or spec.app_wheels:
+        local = [str(r.folder.absolute() / w.removeprefix("app/")) for w in spec.app_wheels]
+        _step([*pip, *local, *spec.app], f"{what}: pip install {' '.join([*spec.app_wheels, *spec.app])}", log,
+              "make the package index reachable")
     (dest / ".complete").write_text(repr(spec) + "\n")
     return str(python)
 

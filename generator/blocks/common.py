@@ -79,6 +79,8 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
     wheels: wheel files in the build context, bind-mounted (Docker) or staged with %files
         (Apptainer) — nothing of them stays in a layer.
     mpi4py: (version, mpicc) builds mpi4py from source against the container's MPI.
+    app, app_wheels: an application's pins and wheel files (paths app/... in the build context), installed
+        in a layer of their own after the rest.
     system_site_packages: see the distro's Python packages (distro mpi4py).
     ca_secret: give pip the build host's CA bundle as a BuildKit secret `ca`.
     """
@@ -86,7 +88,7 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
     def __init__(self, *, requirements: Sequence[str] = (), index_packages: Sequence[tuple[str, Sequence[str]]] = (),
                  wheels: Sequence[str] = (), mpi4py: tuple[str, str] | None = None,
                  system_site_packages: bool = False, ca_secret: bool = False, python: str = "python3",
-                 app: Sequence[str] = ()) -> None:
+                 app: Sequence[str] = (), app_wheels: Sequence[str] = ()) -> None:
         super().__init__()
         self.__python = python
         pip = f"{VENV}/bin/pip --no-cache-dir install"
@@ -114,10 +116,17 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
         if wheels and not docker():
             commands.append(self.cleanup_step(items=[WHEELS_STAGING]))
         self += shell(commands=commands, _arguments=" ".join(base_mounts)) if base_mounts else shell(commands=commands)
-        if app:     # the application's own packages: a layer of their own, so changing them keeps the one above
+        if app or app_wheels:   # the application's own packages: a layer of their own, so changing them keeps the one above
             self += comment("The application's Python packages")
-            app_cmd = [f"{env}{pip} {' '.join(map(q, app))}"]
-            self += shell(commands=app_cmd, _arguments=" ".join(mounts)) if mounts else shell(commands=app_cmd)
+            app_mounts = [*mounts, "--mount=type=bind,source=app,target=/app-wheels"] if app_wheels and docker() else mounts
+            staged = [posixpath.join("/app-wheels", w.removeprefix("app/")) if docker() else
+                      posixpath.join(WHEELS_STAGING, posixpath.basename(w)) for w in app_wheels]
+            if app_wheels and not docker():       # staged like the site's wheel (python_env above), then removed
+                self += copy(files=dict(zip(app_wheels, staged)))
+            app_cmd = [f"{env}{pip} {' '.join(map(q, [*staged, *app]))}"]
+            if app_wheels and not docker():
+                app_cmd.append(self.cleanup_step(items=[WHEELS_STAGING]))
+            self += shell(commands=app_cmd, _arguments=" ".join(app_mounts)) if app_mounts else shell(commands=app_cmd)
         self += environment(variables={"PATH": f"{VENV}/bin:$PATH", "VIRTUAL_ENV": VENV})
 
     def runtime(self, _from: str = "0") -> str:

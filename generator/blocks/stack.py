@@ -95,10 +95,11 @@ class PythonSpec:
     mpi4py: tuple[str, str] | None                            # (version, mpicc): built against the container MPI
     system_site_packages: bool                                # the distro's mpi4py (distro MPI)
     app: tuple[str, ...] = ()                                 # an application's own pins: a layer of their own
+    app_wheels: tuple[str, ...] = ()                          # ... and wheel files (app/<path> in the build context)
 
 
 def python_spec(site: Site, p: Plan, extra: Sequence[str] = (), *, torch: bool = True, mpi4py: bool = True,
-                app: Sequence[str] = ()) -> PythonSpec:
+                app: Sequence[str] = (), app_wheels: Sequence[str] = ()) -> PythonSpec:
     """torch for the GPU stack (index or local wheel) unless `torch` is false, mpi4py on the container
     MPI unless `mpi4py` is false, the recipe's extras, then an application's own pins (`app`)."""
     sw = site.software
@@ -109,7 +110,7 @@ def python_spec(site: Site, p: Plan, extra: Sequence[str] = (), *, torch: bool =
         requirements=tuple(extra),
         mpi4py=(str(sw.mpi4py), mpicc(p)) if mpi4py and p.mpi4py == "source" else None,
         system_site_packages=mpi4py and p.mpi4py == "distro",
-        app=tuple(app))
+        app=tuple(app), app_wheels=tuple(f"app/{w}" for w in app_wheels))
 
 
 def python_blocks(site: Site, p: Plan, extra: Sequence[str] = (), spec: PythonSpec | None = None) -> python_env:
@@ -117,6 +118,7 @@ def python_blocks(site: Site, p: Plan, extra: Sequence[str] = (), spec: PythonSp
     spec = spec or python_spec(site, p, extra)
     return python_env(index_packages=spec.index_packages, wheels=spec.wheels, requirements=spec.requirements,
                       mpi4py=spec.mpi4py, system_site_packages=spec.system_site_packages, app=spec.app,
+                      app_wheels=spec.app_wheels,
                       ca_secret=site.software.pip_cert_secret, python=site.software.python)
 
 

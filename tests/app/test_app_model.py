@@ -140,3 +140,21 @@ def test_recipe_spec_resolution(tmp_path):
         catalog.load("pytorh")
     with pytest.raises(GenRecipeError, match="cannot read"):
         catalog.load(str(tmp_path / "missing.toml"))
+
+
+def test_wheels_of_your_own(tmp_path):
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist" / "mypkg-1.0-py3-none-any.whl").write_bytes(b"PK")
+    base = GOOD.replace('base = "pytorch"', 'base = "pytorch"\n[python]\nwheels = ["dist/mypkg-1.0-py3-none-any.whl"]')
+    r = catalog.load(str(write(tmp_path, base)))
+    assert r.context == ("src", "dist/mypkg-1.0-py3-none-any.whl")
+    from generator import render, site
+    text = render.recipe_text(site.load("local"), r, "docker")
+    assert "--mount=type=bind,source=app,target=/app-wheels" in text
+    assert "install /app-wheels/dist/mypkg-1.0-py3-none-any.whl" in text
+    definition = render.recipe_text(site.load("local"), r, "apptainer")
+    assert "app/dist/mypkg-1.0-py3-none-any.whl /opt/wheels/mypkg-1.0-py3-none-any.whl" in definition
+    assert "rm -rf /opt/wheels" in definition.split("The application's Python packages")[1]
+    for wheel, fragment in (("dist/mypkg.tar.gz", "is not a wheel file name"), ("dist/other-1.0-py3-none-any.whl", "does not exist")):
+        with pytest.raises(GenRecipeError, match=f"python.wheels\\[0\\]: .*{fragment}"):
+            app.load(write(tmp_path, base.replace("dist/mypkg-1.0-py3-none-any.whl", wheel)))

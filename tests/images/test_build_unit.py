@@ -72,7 +72,7 @@ def test_runtime_image_names(local):
     ref = "127.0.0.1:5000/gen-recipe/pytorch-local@sha256:" + "a" * 64
     assert convert.runtime_image_name(local, ref, "podman") == ref
     assert convert.runtime_image_name(local, ref, "charliecloud") == "build/images/pytorch-local-" + "a" * 64
-    assert convert.runtime_image_name(local, "localhost/g/p:0.1.0-abc", "udocker") == "p-0.1.0-abc"
+    assert convert.runtime_image_name(local, "localhost/g/p:0.1.0-abc", "udocker") == "p-0_1_0-abc"   # no "." for udocker
 
 
 @pytest.mark.skipif(bool(shutil.which("apptainer") or shutil.which("singularity")), reason="Apptainer is installed")

@@ -14,7 +14,7 @@ import pytest
 from generator import runtimes
 from generator.images import convert
 
-from test_integration import CACHE, REPO, gen_recipe, last_json, run  # tests/build is on sys.path (rootdir import)
+from test_integration import CACHE, REPO, gen_recipe, last_json, run  # tests/images is on sys.path (rootdir import)
 
 APP = "examples/trainer/app.toml"
 SHORT = ("python3", "/opt/trainer/train.py", "--steps", "5", "--warmup", "1")
@@ -64,3 +64,30 @@ def test_suite_gives_a_verdict_for_the_apps_workload(app_image, run_env):
     assert verdicts, r.stdout[-3000:]
     assert r.returncode == 0 and verdicts[-1].startswith("PASS"), r.stdout[-3000:]
     assert "deselected" in r.stdout       # the built-in workloads' measurements are not run with --recipe
+
+
+def test_an_app_with_its_own_wheel_builds_and_imports_it(tools, local_base_image, local_build, tmp_path, run_env):
+    """[python] wheels: a wheel made here goes into the image's environment (and nowhere else in it)."""
+    pkg = tmp_path / "pkg"
+    (pkg / "mypkg").mkdir(parents=True)
+    (pkg / "mypkg" / "__init__.py").write_text("VALUE = 42\n")
+    (pkg / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+                                        '[project]\nname = "mypkg"\nversion = "1.0"\n')
+    app = tmp_path / "app"
+    (app / "src").mkdir(parents=True)
+    (app / "src" / "main.py").write_text("import json, mypkg\nprint(json.dumps({'value': mypkg.VALUE}))\n")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                            str(app / "dist"), str(pkg)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    (app / "app.toml").write_text('schema = 1\nname = "wheelapp"\nbase = "pytorch"\n[python]\n'
+                                  'wheels = ["dist/mypkg-1.0-py3-none-any.whl"]\n[files]\n"src" = "/opt/wheelapp"\n'
+                                  '[run]\ncommand = ["python3", "/opt/wheelapp/main.py"]\n')
+    r = gen_recipe("build", "--site", "local", "--recipe", str(app / "app.toml"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref = re.search(r"(localhost/gen-recipe/wheelapp-local:\S+)", r.stdout).group(1)
+    out = subprocess.run(["podman", "run", "--rm", ref], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and last_json(out.stdout) == {"value": 42}, out.stderr[-1000:]
+    leftovers = subprocess.run(["podman", "run", "--rm", ref, "sh", "-c", "ls /app-wheels /opt/wheels 2>&1; true"],
+                               capture_output=True, text=True, timeout=300)
+    assert "No such file" in leftovers.stdout and ".whl" not in leftovers.stdout
+    subprocess.run(["podman", "rmi", ref], capture_output=True, timeout=120)
