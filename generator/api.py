@@ -41,7 +41,7 @@ __all__ = ["Site", "Plan", "PythonSpec", "Workload", "RecipeError", "plan", "com
 def python_env(site: Site, spec: PythonSpec):
     """The image's virtual environment /opt/venv holding `spec` (see `python_spec`), copied whole to the
     runtime stage; `python3` there is the venv's."""
-    return python_blocks(site, plan(site), spec=spec)
+    return python_blocks(site, spec)
 
 
 def app_files(files: Mapping[str, str], *, commands: Sequence[str] = (), keep: Sequence[str] = ()):
@@ -86,7 +86,7 @@ def requirements_file(path) -> list[str]:
 
     def fail(key: str, problem: str, hint: str = ""):
         raise RecipeError(f"{path}: {problem}" + (f" ({hint})" if hint else ""))
-    return read(Path(path), str(path), fail)
+    return read(Path(path), fail)
 
 
 def workload(**keys) -> Workload:

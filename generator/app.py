@@ -137,17 +137,12 @@ def _check(app: App, fail) -> tuple[str, ...]:
 
     if app.name in builtin_recipes():
         fail("name", f"'{app.name}' is a built-in recipe's name", f"choose another, e.g. name = \"my{app.name}\"")
-    folder = app.folder.resolve()
     dests: list[str] = []
     for src, dest in app.files.items():
         key = f"files.{src}"
-        local = (app.folder / src)
-        if ".." in Path(src).parts or Path(src).is_absolute():
-            fail(key, "must be a path inside the app's folder", "move the file next to the app file")
-        if not local.exists():
-            fail(key, f"{local} does not exist", "give a path relative to the app file")
-        if folder not in local.resolve().parents:
-            fail(key, f"{local} leads outside the app's folder (a link?)", "copy the file into the app's folder")
+        problem = local_problem(app.folder, src, "the app's folder", "give a path relative to the app file")
+        if problem:
+            fail(key, *problem)
         _check_dest(dest, key, fail)
         dests.append(dest)
     for i, dest in enumerate(app.build.keep):
@@ -161,16 +156,18 @@ def _check(app: App, fail) -> tuple[str, ...]:
         fail("run.workdir", f"{app.run.workdir} is not one of the [files] destinations",
              f"use one of: {', '.join(dests)}" if dests else "copy a folder there with [files]")
     for i, wheel in enumerate(app.python.wheels):
-        key, local = f"python.wheels[{i}]", app.folder / wheel
-        if not wheel.endswith(".whl") or len(Path(wheel).name.split("-")) < 5 or ".." in Path(wheel).parts:
+        key = f"python.wheels[{i}]"
+        if not wheel.endswith(".whl") or len(Path(wheel).name.split("-")) < 5:
             fail(key, f"{wheel} is not a wheel file name", "give e.g. dist/mypkg-1.0-py3-none-any.whl")
-        if not local.is_file():
-            fail(key, f"{local} does not exist", "build it first (python -m build --wheel), or fix the path")
-        if folder not in local.resolve().parents:
-            fail(key, f"{local} leads outside the app's folder (a link?)", "copy the wheel into the app's folder")
+        problem = local_problem(app.folder, wheel, "the app's folder", "build it first (python -m build --wheel), "
+                                "or fix the path")
+        if problem:
+            fail(key, *problem)
+        if not (app.folder / wheel).is_file():
+            fail(key, f"{app.folder / wheel} is not a file", "give the wheel file itself")
     pins = list(app.python.requirements)
     if app.python.requirements_file:
-        pins += requirements_file(app.folder / app.python.requirements_file, app.path, fail)
+        pins += requirements_file(app.folder / app.python.requirements_file, fail)
     names = {}
     for pin in pins:
         name = re.split(r"[\[=]", pin, maxsplit=1)[0].lower().replace("_", "-")
@@ -180,6 +177,19 @@ def _check(app: App, fail) -> tuple[str, ...]:
     if app.workload is not None:
         _check_workload(app.workload, fail)
     return tuple(dict.fromkeys(pins))
+
+
+def local_problem(folder: Path, rel: str, label: str, missing_hint: str) -> tuple[str, str] | None:
+    """Why `rel` cannot go from `folder` (called `label` in messages) into a build context: it must stay
+    inside the folder, also through links, and exist. None when it can; else (problem, hint)."""
+    local = folder / rel
+    if ".." in Path(rel).parts or Path(rel).is_absolute():
+        return f"must be a relative path inside {label}", "move the file into that folder"
+    if not local.exists():
+        return f"{local} does not exist", missing_hint
+    if folder.resolve() not in local.resolve().parents:
+        return f"{local} leads outside {label} (a link?)", "copy it into that folder"
+    return None
 
 
 def _check_dest(dest: str, key: str, fail, parent_exists: bool = True) -> None:
@@ -217,7 +227,7 @@ def _check_workload(w: Workload, fail) -> None:
         fail("workload.timeout", f"{w.timeout} s is out of range", "give 1 to 86400 seconds")
 
 
-def requirements_file(path: Path, app_path: str, fail) -> list[str]:
+def requirements_file(path: Path, fail) -> list[str]:
     """The pins of a pip requirements file: `name==version` lines, comments and blank lines; options
     (-r, -e, --index-url, --hash) are refused with the line that has them."""
     try:

@@ -195,14 +195,14 @@ def check_local(folder: Path, rel: str, where: str) -> Path:
     """A path the build context takes from the user's folder: relative, existing, inside the folder."""
     from .site import KINDS
 
-    local = folder / rel
-    if not KINDS["relpath"][0].fullmatch(rel) or ".." in Path(rel).parts:
+    from .app import local_problem
+
+    if not KINDS["relpath"][0].fullmatch(rel):
         raise UsageError(f"{where}: must be a relative path inside {folder} ({KINDS['relpath'][1]})")
-    if not local.exists():
-        raise UsageError(f"{where}: {local} does not exist (give a path relative to the recipe file)")
-    if folder.resolve() not in local.resolve().parents:
-        raise UsageError(f"{where}: {local} leads outside {folder} (a link?); copy it into that folder")
-    return local
+    problem = local_problem(folder, rel, str(folder), "give a path relative to the recipe file")
+    if problem:
+        raise UsageError(f"{where}: {problem[0]} ({problem[1]})")
+    return folder / rel
 
 
 def _guarded(function: Callable, source: str) -> Callable:

@@ -29,7 +29,7 @@ from .site import Site
 
 @dataclass(frozen=True, kw_only=True)
 class Job:
-    recipe: str = "pytorch"                 # a built-in name, or the user's app file / Python recipe
+    recipe: str | catalog.Recipe = "pytorch"    # a built-in name, the user's app file / Python recipe, or one resolved
     workload: str | None = None             # a built-in workload (default cnn); user recipes run their own
     nodes: int = 1
     gpus_per_node: int | None = None        # None: all of the site's GPUs
@@ -58,6 +58,7 @@ class JobPlan:
     tasks: int
     image: str
     workload_argv: tuple[str, ...]
+    recipe: catalog.Recipe
 
 
 # -- scheduler directives -------------------------------------------------------------------
@@ -168,7 +169,7 @@ def plan_job(site: Site, job: Job) -> JobPlan:
     if job.bare:
         argv = recipe.local(argv)
     image = job.image or ("" if job.bare else default_image(site, recipe, rt))
-    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv)
+    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv, recipe)
 
 
 def modules(p: JobPlan) -> list[tuple[str, ...]]:
@@ -190,15 +191,14 @@ def container_command(p: JobPlan) -> runtimes.Command:
 def bare_command(p: JobPlan) -> runtimes.Command:
     """The workload on the host, with the container's environment (see `runtimes.bare_env`) and the
     application's own (a user recipe's ENV)."""
-    return runtimes.Command(p.workload_argv, {**runtimes.bare_env(p.site, p.mode), **catalog.load(p.job.recipe).env})
+    return runtimes.Command(p.workload_argv, {**runtimes.bare_env(p.site, p.mode), **p.recipe.env})
 
 
 def _header(p: JobPlan) -> list[str]:
-    job, site = p.job, p.site
-    recipe = catalog.load(job.recipe)
+    job, site, recipe = p.job, p.site, p.recipe
     workload = (job.workload or "cnn") if recipe.builtin else ""
     name = "-".join(x for x in (recipe.name, workload, site.name) if x) + ("-bare" if job.bare else "")
-    flags = [f"--site {site.name}", f"--recipe {shlex.quote(job.recipe)}",
+    flags = [f"--site {site.name}", f"--recipe {shlex.quote(recipe.spec)}",
              *([f"--workload {workload}"] if workload else []), f"--nodes {job.nodes}", f"--mode {p.mode}"]
     flags += [f"--gpus-per-node {job.gpus_per_node}"] if job.gpus_per_node is not None else []
     flags += [f"--tasks-per-node {job.tasks_per_node}"] if job.tasks_per_node else []
@@ -218,7 +218,7 @@ def _header(p: JobPlan) -> list[str]:
            comment(site.description), f"# {what}"]
     if not job.bare:
         out.append("# Image: " + runtimes.PLATFORMS[p.runtime].prepare.format(image=p.image, name=f"{recipe.name}-{site.name}",
-                                                           recipe=shlex.quote(job.recipe), site=site.name))
+                                                           recipe=shlex.quote(recipe.spec), site=site.name))
     out.append("set -euo pipefail")
     if site.host.scheduler in WORKDIR:
         out.append(f'cd "${{{WORKDIR[site.host.scheduler]}}}"')
@@ -236,7 +236,7 @@ def script(site: Site, job: Job) -> str:
     if cmd.env:
         out += ["", *(f"export {name(k)}={word(v)}" for k, v in cmd.env.items())]
     forward = list(cmd.env)
-    if job.bare and catalog.load(job.recipe).builtin:
+    if job.bare and p.recipe.builtin:
         workloads = job.workloads_dir or str(payload.workloads_dir().parent)
         out += ["", "# the workloads package, as the image carries it in /opt/workloads",
                 f': "${{GEN_RECIPE_WORKLOADS:={dq(workloads)}}}"',
@@ -307,7 +307,8 @@ def run(args: argparse.Namespace) -> int:
     from .files import write_atomic
     site = site_mod.load(args.site)
     job = job_from_args(args)
-    if job.bare and not job.workloads_dir and catalog.load(job.recipe).builtin:   # a directory holding only workloads
+    job = replace(job, recipe=catalog.load(job.recipe))          # resolved once (an app file is read once)
+    if job.bare and not job.workloads_dir and job.recipe.builtin:   # a directory holding only the workloads package
         job = replace(job, workloads_dir=str(payload.pythonpath()))
     text = script(site, job)
     if args.out:

@@ -339,8 +339,9 @@ def app_bare_run(site: Site, recipe, python: str | None, mode: str) -> Run:
     return Run("bare", recipe.local(recipe.workload.command), env, cwd)
 
 
-def app_container_run(site: Site, runtime: str, image: str, recipe, opts: runtimes.Options) -> Run:
-    side = container_run(site, runtime, image, recipe.workload.command, opts)
+def app_container_run(site: Site, runtime: str, image: str, argv: Sequence[str], opts: runtimes.Options) -> Run:
+    """`argv` (the workload's command, or a probe) in the image, through `container_run`."""
+    side = container_run(site, runtime, image, argv, opts)
     return Run(runtime, side.argv, side.env, None, side.setup)
 
 
@@ -378,12 +379,13 @@ def _as_process(value: float, better: str) -> Process:
 
 
 def compare_runs(a: Run, b: Run, workload, pairs: int | None = None, *, until=None, seed: int = 0,
-                 per_batch: int = PAIRS_PER_SERVER) -> Comparison:
-    """Pairs of fresh runs, one per side in random order; `a` is the reference side (see `compare`)."""
+                 per_batch: int = PAIRS_PER_SERVER, setup: bool = True) -> Comparison:
+    """Pairs of fresh runs, one per side in random order; `a` is the reference side (see `compare`).
+    The sides' set-up commands run first unless `setup` is false (`same_packages` ran them)."""
     if pairs is None and until is None:
         raise ValueError("give pairs or until")
     rng = random.Random(seed)
-    for run in (a, b):
+    for run in (a, b) if setup else ():
         run_setup(Side(run.label, run.argv, run.env, run.setup))
     out, walls, values = [], [], {"a": [], "b": []}
     while pairs is None or len(out) < pairs:

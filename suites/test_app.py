@@ -9,6 +9,8 @@ measuring, both sides list the versions of the recipe's Python packages: unlike 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from generator.site import Tolerance
@@ -57,16 +59,15 @@ def test_app_overhead(benchmark, suite, site, images, bare_python, verdicts, app
     image = images.for_runtime(recipe, runtime)
     opts = run_options(suite, runtime)
     bare = harness.app_bare_run(site, recipe, python, opts.mode)
-    cont = harness.app_container_run(site, runtime, image, recipe, opts)
+    cont = harness.app_container_run(site, runtime, image, w.command, opts)
     label = f"{recipe.name} ({runtime})"
     try:
-        if spec is not None:
+        if spec is not None:      # also runs the container side's set-up commands
             probe = harness.versions_argv(package_names(spec))
-            harness.same_packages(harness.Run("bare", probe, bare.env, bare.cwd),
-                                  harness.Run(runtime, harness.container_run(site, runtime, image, probe, opts).argv,
-                                              cont.env, None, cont.setup))
-        comp, v = harness.decide_with(benchmark, lambda pairs, until: harness.compare_runs(bare, cont, w, pairs, until=until),
-                                      label, tol, rounds=suite.rounds)
+            harness.same_packages(dataclasses.replace(bare, argv=probe),
+                                  harness.app_container_run(site, runtime, image, probe, opts))
+        comp, v = harness.decide_with(benchmark, lambda pairs, until: harness.compare_runs(
+            bare, cont, w, pairs, until=until, setup=spec is None), label, tol, rounds=suite.rounds)
     except harness.HarnessError as exc:
         pytest.fail(str(exc), pytrace=False)
     metric = "throughput" if w.better == "higher" else "time"

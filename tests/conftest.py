@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,23 @@ REPO = Path(__file__).resolve().parent.parent
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fuzz-long", action="store_true",
                      help="run the site-file fuzzer for 20,000 cases instead of CI's 2,000 (tests/core/test_fuzz.py)")
+
+
+UPDATE_GOLDEN = os.environ.get("UPDATE_GOLDEN", "") not in ("", "0")
+
+
+@pytest.fixture(scope="session")
+def golden():
+    """check(path, text): the golden file at `path` holds exactly `text`; with UPDATE_GOLDEN=1 it is
+    written first (review the diff: git diff tests/golden*)."""
+    from generator import files
+
+    def check(path: Path, text: str) -> None:
+        if UPDATE_GOLDEN:
+            files.write_atomic(path, text)
+        assert path.is_file(), f"missing golden file {path} (UPDATE_GOLDEN=1 creates it)"
+        assert text == path.read_text(encoding="utf-8"), f"{path} differs (UPDATE_GOLDEN=1 to accept, then review)"
+    return check
 
 
 @pytest.fixture(scope="session")

@@ -113,9 +113,8 @@ def python_spec(site: Site, p: Plan, extra: Sequence[str] = (), *, torch: bool =
         app=tuple(app), app_wheels=tuple(f"app/{w}" for w in app_wheels))
 
 
-def python_blocks(site: Site, p: Plan, extra: Sequence[str] = (), spec: PythonSpec | None = None) -> python_env:
-    """The image's virtual environment (see `python_spec`; `spec` replaces the default one)."""
-    spec = spec or python_spec(site, p, extra)
+def python_blocks(site: Site, spec: PythonSpec) -> python_env:
+    """The image's virtual environment holding `spec` (see `python_spec`)."""
     return python_env(index_packages=spec.index_packages, wheels=spec.wheels, requirements=spec.requirements,
                       mpi4py=spec.mpi4py, system_site_packages=spec.system_site_packages, app=spec.app,
                       app_wheels=spec.app_wheels,

@@ -66,9 +66,10 @@ def prepare_context(site: Site, recipe: str | catalog.Recipe, fmt: str, dest: Pa
             shutil.copytree(local, target, ignore=ignore)
         else:
             shutil.copy2(local, target)
-    if site.software.torch_wheel and (r.payload or render.uses_wheel(site, r)):
+    wheel = render.site_wheel(site, r)
+    if wheel:
         src = fetch_wheel(site, cache_dir, progress)
-        target = dest / site.software.torch_wheel
+        target = dest / wheel
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.link(src, target)

@@ -31,8 +31,9 @@ def context_manifest(site: Site, recipe: catalog.Recipe) -> list[tuple[str, str]
         found = [local] if local.is_file() else sorted(f for f in local.rglob("*") if _wanted(f, local))
         items += [(f"app/{rel}/{f.relative_to(local).as_posix()}" if f != local else f"app/{rel}", _sha256(f))
                   for f in found]
-    if site.software.torch_wheel and (recipe.payload or render.uses_wheel(site, recipe)):
-        items.append((site.software.torch_wheel, "file:" + Path(site.software.torch_wheel).name))
+    wheel = render.site_wheel(site, recipe)
+    if wheel:
+        items.append((wheel, "file:" + Path(wheel).name))
     return items
 
 

@@ -6,12 +6,11 @@ Regenerate after an intended change with:  UPDATE_GOLDEN=1 ./scripts/test tests/
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from generator import catalog, files, render, site
+from generator import catalog, render, site
 from generator.lint.engine import lint_text
 from generator.lint.model import target_of
 
@@ -32,14 +31,9 @@ def _at_repo(monkeypatch):
 @pytest.mark.parametrize("site_name", GOLDEN_SITES)
 @pytest.mark.parametrize("spec", SPECS)
 @pytest.mark.parametrize("fmt", ("docker", "apptainer"))
-def test_golden(site_name, spec, fmt):
+def test_golden(site_name, spec, fmt, golden):
     s = site.load(site_name)
-    text = render.recipe_text(s, spec, fmt)
-    path = GOLDEN / render.relpath(s, spec, fmt)
-    if os.environ.get("UPDATE_GOLDEN"):
-        files.write_atomic(path, text)
-    assert path.is_file(), f"missing golden file {path} (UPDATE_GOLDEN=1 creates it)"
-    assert text == path.read_text(encoding="utf-8"), f"{path} differs (UPDATE_GOLDEN=1 to accept, then review)"
+    golden(GOLDEN / render.relpath(s, spec, fmt), render.recipe_text(s, spec, fmt))
 
 
 @pytest.mark.parametrize("site_name", ALL_SITES)

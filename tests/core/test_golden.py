@@ -6,12 +6,11 @@ and review the diff (git diff tests/golden) like any code change.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from generator import catalog, files, render, site
+from generator import catalog, render, site
 
 from .helpers import all_sites
 
@@ -20,14 +19,9 @@ MATRIX = [(s, r, f) for s in all_sites() for r in catalog.names() for f in ("doc
 
 
 @pytest.mark.parametrize("site_name,recipe,fmt", MATRIX, ids=["-".join(m) for m in MATRIX])
-def test_golden(site_name, recipe, fmt):
+def test_golden(site_name, recipe, fmt, golden):
     s = site.load(site_name)
-    text = render.recipe_text(s, recipe, fmt)
-    path = GOLDEN / render.relpath(s, recipe, fmt)
-    if os.environ.get("UPDATE_GOLDEN"):
-        files.write_atomic(path, text)
-    assert path.is_file(), f"missing golden file {path} (UPDATE_GOLDEN=1 creates it)"
-    assert text == path.read_text(encoding="utf-8"), f"{path} differs (UPDATE_GOLDEN=1 to accept, then review)"
+    golden(GOLDEN / render.relpath(s, recipe, fmt), render.recipe_text(s, recipe, fmt))
 
 
 def test_no_stray_golden_files():

@@ -48,15 +48,6 @@ def _job(s: site_mod.Site, mode: str, bare: bool) -> launch.Job:
                       workloads_dir=WORKLOADS_DIR)
 
 
-def _check(path: Path, text: str) -> None:
-    if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        return
-    assert path.is_file(), f"{path} is missing (regenerate: UPDATE_GOLDEN=1 pytest tests/launch)"
-    assert path.read_text(encoding="utf-8") == text, f"{path.name} differs (review, then UPDATE_GOLDEN=1)"
-
-
 def _command_json(s: site_mod.Site, mode: str) -> str:
     p = launch.plan_job(s, _job(s, mode, False))
     cmd = launch.container_command(p)
@@ -66,17 +57,17 @@ def _command_json(s: site_mod.Site, mode: str) -> str:
 
 
 @pytest.mark.parametrize("name,mode,bare", CASES)
-def test_script_matches_golden(name, mode, bare):
+def test_script_matches_golden(name, mode, bare, golden):
     s = site_mod.load(name)
     text = launch.script(s, _job(s, mode, bare))
     assert text.startswith("#!/bin/bash\n")
     assert [ln for ln in text.splitlines() if not ln.startswith("#")][0] == "set -euo pipefail"
-    _check(GOLDEN / f"{name}-{mode}{'-bare' if bare else ''}.sh", text)
+    golden(GOLDEN / f"{name}-{mode}{'-bare' if bare else ''}.sh", text)
 
 
 @pytest.mark.parametrize("name,mode", sorted({(c.values[0], c.values[1]) for c in CASES}))
-def test_command_matches_golden(name, mode):
-    _check(GOLDEN / f"{name}-{mode}.json", _command_json(site_mod.load(name), mode))
+def test_command_matches_golden(name, mode, golden):
+    golden(GOLDEN / f"{name}-{mode}.json", _command_json(site_mod.load(name), mode))
 
 
 def test_no_stale_goldens():
