@@ -59,6 +59,7 @@ class JobPlan:
     image: str
     workload_argv: tuple[str, ...]
     recipe: catalog.Recipe
+    partition: str = ""                     # --partition, else the site's host.partition
 
 
 # -- scheduler directives -------------------------------------------------------------------
@@ -68,7 +69,7 @@ def _slurm(p: JobPlan, name: str) -> list[str]:
              f"#SBATCH --ntasks-per-node={p.tasks}", f"#SBATCH --time={p.job.time}"]
     lines += [f"#SBATCH --gpus-per-node={p.gpus}"] if p.gpus else []
     lines += [f"#SBATCH --account={p.job.account}"] if p.job.account else []
-    lines += [f"#SBATCH --partition={p.job.partition}"] if p.job.partition else []
+    lines += [f"#SBATCH --partition={p.partition}"] if p.partition else []
     return lines
 
 
@@ -76,14 +77,14 @@ def _pbs(p: JobPlan, name: str) -> list[str]:
     gpus = f":ngpus={p.gpus}" if p.gpus else ""
     return [f"#PBS -N {name}", f"#PBS -l select={p.job.nodes}:mpiprocs={p.tasks}{gpus}",
             f"#PBS -l walltime={p.job.time}"] + ([f"#PBS -A {p.job.account}"] if p.job.account else []) \
-        + ([f"#PBS -q {p.job.partition}"] if p.job.partition else [])
+        + ([f"#PBS -q {p.partition}"] if p.partition else [])
 
 
 def _torque(p: JobPlan, name: str) -> list[str]:
     gpus = f":gpus={p.gpus}" if p.gpus else ""
     return [f"#PBS -N {name}", f"#PBS -l nodes={p.job.nodes}:ppn={p.tasks}{gpus}",
             f"#PBS -l walltime={p.job.time}"] + ([f"#PBS -A {p.job.account}"] if p.job.account else []) \
-        + ([f"#PBS -q {p.job.partition}"] if p.job.partition else [])
+        + ([f"#PBS -q {p.partition}"] if p.partition else [])
 
 
 def _lsf(p: JobPlan, name: str) -> list[str]:
@@ -92,7 +93,7 @@ def _lsf(p: JobPlan, name: str) -> list[str]:
              f"#BSUB -W {int(h):d}:{int(m):02d}"]
     lines += [f'#BSUB -gpu "num={p.gpus}"'] if p.gpus else []
     return lines + ([f"#BSUB -P {p.job.account}"] if p.job.account else []) \
-        + ([f"#BSUB -q {p.job.partition}"] if p.job.partition else [])
+        + ([f"#BSUB -q {p.partition}"] if p.partition else [])
 
 
 DIRECTIVES: Mapping[str, Callable[[JobPlan, str], list[str]]] = {
@@ -165,11 +166,17 @@ def plan_job(site: Site, job: Job) -> JobPlan:
     if job.nodes < 1:
         raise UsageError("--nodes must be at least 1")
     tasks = job.tasks_per_node or max(gpus, 1)
+    for flag, value in (("account", job.account), ("partition", job.partition)):
+        if value and not site_mod.KINDS["word"][0].fullmatch(value):
+            raise UsageError(f"--{flag} {ascii(value)[:40]}: give {site_mod.KINDS['word'][1]} (e.g. --{flag} abc123)")
+    if site.host.needs_account and not job.account and site.host.scheduler != "none":
+        raise UsageError(f"site {site.name} runs no job without an account (host.needs_account in {site.path}): "
+                         "pass --account PROJECT")
     argv = workload_argv(recipe, job, job.nodes * tasks)
     if job.bare:
         argv = recipe.local(argv)
     image = job.image or ("" if job.bare else default_image(site, recipe, rt))
-    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv, recipe)
+    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv, recipe, job.partition or site.host.partition)
 
 
 def modules(p: JobPlan) -> list[tuple[str, ...]]:

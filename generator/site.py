@@ -154,6 +154,8 @@ class Host(Facts):
     cores_per_node: int = _f(64, 0)
     scheduler: Scheduler = _f("slurm")
     launcher: Launcher = _f("srun")
+    partition: str = _f("batch", "", "partition (queue) for jobs: launch scripts' and the suite's default", kind="word")
+    needs_account: bool = _f(True, False, "the scheduler refuses jobs without an account (--account / -A)")
     internet: Internet = _f("no", "unknown", "can compute nodes reach the internet")
     proxy: str = _f("http://proxy.example.org:3128/", "", "HTTP(S) proxy for compute nodes", kind="url")
     modules: tuple[str, ...] = _f(("PrgEnv-gnu",), (), "modules loaded for bare and container runs alike", kind="module")

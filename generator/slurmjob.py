@@ -14,6 +14,7 @@ the exception goes on. The argv builders are pure; `submit` is the runner.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -50,6 +51,38 @@ class Result:
 def sbatch_argv(script: Path | str, output: Path | str, extra: Sequence[str] = ()) -> list[str]:
     """Submit `script` and wait for it; stdout says the job id at once (--parsable)."""
     return ["sbatch", "--wait", "--parsable", f"--output={output}", *extra, str(script)]
+
+
+def salloc_argv(nodes: int, time: str, name: str, extra: Sequence[str] = ()) -> list[str]:
+    """Allocate `nodes` nodes and return at once (no shell): job steps go into it with SLURM_JOB_ID set."""
+    return ["salloc", "--no-shell", f"--nodes={nodes}", f"--time={time}", f"--job-name={name}", *extra]
+
+
+def sinfo_argv() -> list[str]:
+    return ["sinfo", "--noheader", "--format=%P %a %D %t"]
+
+
+# An option given to sbatch/salloc from the command line (--sbatch-arg): --name=value, value without
+# anything a shell or Slurm's own parser would take apart.
+OPTION = re.compile(r"--[a-z][a-z-]{0,40}(=[A-Za-z0-9_.:,@%+/=-]{1,200})?")
+TIME = re.compile(r"(\d+-)?\d{1,3}(:\d{2}){0,2}")
+
+
+def check_options(options: Sequence[str]) -> str | None:
+    """Why these sbatch/salloc options cannot be passed on, or None."""
+    for opt in options:
+        if not OPTION.fullmatch(opt):
+            return (f"{ascii(opt)[:60]} is not --name or --name=value with letters, digits and _ . : , @ % + / = - "
+                    "(e.g. --account=abc123, --partition=batch, --time=00:30:00)")
+        if opt.startswith("--time=") and not TIME.fullmatch(opt[7:]):
+            return f"{opt}: give a time as [D-]HH:MM:SS, MM:SS or minutes"
+    return None
+
+
+def given(options: Sequence[str], name: str) -> str | None:
+    """The value of --name=value among `options` (the last one), or None."""
+    found = [o.split("=", 1)[1] for o in options if o.startswith(f"--{name}=")]
+    return found[-1] if found else None
 
 
 def scancel_argv(job_id: str) -> list[str]:
@@ -174,6 +207,54 @@ def submit(script: Path | str, *, env: Mapping[str, str] | None = None, timeout:
     if state != "COMPLETED" or proc.returncode != 0:
         raise JobFailed(failure_line(job_id, state, exit_code, out), job_id, state, exit_code, out)
     return Result(job_id, state, exit_code, out, path, info.get("NodeList", ""))
+
+
+GRANTED = re.compile(r"(?:Granted|Pending) job allocation (\d+)")
+
+
+def reachable(env: Mapping[str, str] | None = None) -> str | None:
+    """Why no Slurm controller answers here, or None."""
+    conf = (os.environ if env is None else env).get("SLURM_CONF")
+    if conf and not Path(conf).is_file():       # Slurm's commands would retry for a minute
+        return f"SLURM_CONF={conf}, which is not a file"
+    try:
+        proc = _run(sinfo_argv(), env)
+    except FileNotFoundError:
+        return "sinfo not found: Slurm's commands are not on PATH"
+    except subprocess.TimeoutExpired:
+        return "sinfo did not answer within 30 s"
+    if proc.returncode != 0:
+        return f"sinfo failed: {tail(proc.stderr or proc.stdout, 1, 200)}"
+    return None
+
+
+def allocate(nodes: int, time_limit: str, *, name: str = "gen-recipe-suite", env: Mapping[str, str] | None = None,
+             extra: Sequence[str] = (), timeout: float = 600) -> str:
+    """An allocation of `nodes` nodes (salloc --no-shell): its job id, once granted. Waiting longer than
+    `timeout`, Ctrl-C or a refusal cancels it and raises JobFailed (one line)."""
+    proc = subprocess.Popen(salloc_argv(nodes, time_limit, name, extra), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        proc.wait(timeout=timeout)      # salloc --no-shell returns once the allocation is granted
+    except BaseException as exc:
+        proc.kill()
+        said = proc.communicate()[1] or ""
+        found = GRANTED.search(said)
+        if found:
+            cancel(found.group(1), env)
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise JobFailed(f"salloc --nodes={nodes}: no allocation within {timeout:g} s, cancelled ({tail(said)})",
+                            found and found.group(1)) from None
+        raise
+    said = proc.stderr.read()
+    found = GRANTED.search(said)
+    if proc.returncode != 0 or not found or "Granted" not in said:
+        if found:
+            cancel(found.group(1), env)
+        raise JobFailed(f"{' '.join(['salloc', f'--nodes={nodes}', *extra])}: no allocation (exit {proc.returncode}: "
+                        f"{tail(said)})", found and found.group(1))
+    job_id = found.group(1)
+    return job_id
 
 
 def _abandon(proc: subprocess.Popen, job_id: str | None, env: Mapping[str, str] | None) -> None:

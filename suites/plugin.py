@@ -20,6 +20,7 @@ import pytest
 from workloads.registry import NAMES as WORKLOADS, WORKLOADS as REGISTRY, Size
 
 MODES = ("bind", "hybrid")
+LAUNCHES = ("scheduler", "direct")
 DEFAULT_PAIRS = 12
 SUITE_DIR = Path(__file__).resolve().parent
 # Test modules in the order they run; modules not listed run after them, in pytest's order.
@@ -46,6 +47,8 @@ class SuiteOptions:
     mode: str | None
     aa_repeats: int
     on_site: bool                      # --on-site: the user says this machine is the site
+    launch: str = "direct"             # scheduler: jobs and job steps (test_scheduler.py); direct: on this node
+    sbatch_args: tuple[str, ...] = ()  # --sbatch-arg: for the suite's sbatch/salloc (account, partition, time)
 
 
 SUITE = pytest.StashKey[SuiteOptions]()
@@ -75,6 +78,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--on-site", action="store_true",
                 help="this machine is the site: build and run even where detection says otherwise")
     g.addoption("--mode", default=None, choices=MODES, help="MPI mode (default: the site's)")
+    g.addoption("--launch", default=None, choices=LAUNCHES,
+                help="scheduler: run the comparisons as jobs and job steps through the site's scheduler (default "
+                     "for a site with a scheduler, outside an allocation); direct: on this node (default elsewhere)")
+    g.addoption("--sbatch-arg", action="append", default=[], metavar="--NAME=VALUE",
+                help="an option for the suite's sbatch/salloc, e.g. --sbatch-arg=--account=abc123 (repeatable)")
     g.addoption("--aa-repeats", type=int, default=0, metavar="N",
                 help="also repeat the A/A control N times and report its coverage (slow; e.g. 20)")
 
@@ -122,10 +130,34 @@ def options_from(config: pytest.Config) -> SuiteOptions:
         usage("--tolerance: give a fraction between 0 and 1, e.g. 0.05 for 5%")
     if config.getoption("aa_repeats") < 0:
         usage("--aa-repeats: must be >= 0")
+    launch, sbatch_args = launch_mode(site, config.getoption("launch"), config.getoption("sbatch_arg"), usage)
     return SuiteOptions(
         site=site, runtimes=tuple(config.getoption("runtime")), rounds=rounds, workloads=workloads, recipe=recipe,
         tolerance=tolerance, image=config.getoption("image"), mode=config.getoption("mode"),
-        aa_repeats=config.getoption("aa_repeats"), on_site=config.getoption("on_site"))
+        aa_repeats=config.getoption("aa_repeats"), on_site=config.getoption("on_site"), launch=launch,
+        sbatch_args=sbatch_args)
+
+
+def launch_mode(site, given: str | None, sbatch_args: list[str], usage, environ=os.environ) -> tuple[str, tuple[str, ...]]:
+    """--launch and --sbatch-arg, checked: the mode (scheduler for a site with a scheduler when pytest runs
+    outside an allocation, else direct) and the options for the suite's jobs, the site's partition added."""
+    from generator import slurmjob
+
+    scheduler = site.host.scheduler
+    launch = given or ("scheduler" if scheduler != "none" and "SLURM_JOB_ID" not in environ else "direct")
+    if launch == "scheduler" and scheduler == "none":
+        usage(f"--launch=scheduler: site {site.name} has no scheduler (host.scheduler = \"none\"); use --launch=direct")
+    problem = slurmjob.check_options(sbatch_args)
+    if problem:
+        usage(f"--sbatch-arg: {problem}")
+    args = tuple(sbatch_args)
+    if launch == "scheduler" and scheduler == "slurm":
+        if site.host.needs_account and slurmjob.given(args, "account") is None:
+            usage(f"--launch=scheduler: site {site.name} runs no job without an account (host.needs_account); "
+                  "pass --sbatch-arg=--account=PROJECT")
+        if site.host.partition and slurmjob.given(args, "partition") is None:
+            args = (f"--partition={site.host.partition}", *args)
+    return launch, args
 
 
 def placement(options: SuiteOptions, facts=None) -> Placement:
@@ -160,7 +192,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         return None
     options = config.stash[SUITE]
     place = session_placement(config)
-    return [f"gen-recipe suite: site {options.site.name} ({options.site.path}); {place.reason}"]
+    return [f"gen-recipe suite: site {options.site.name} ({options.site.path}); {place.reason}; --launch={options.launch}"]
 
 
 def session_placement(config: pytest.Config) -> Placement:
@@ -173,11 +205,26 @@ def session_placement(config: pytest.Config) -> Placement:
 BUILTIN_MEASUREMENTS = ("test_overhead.py", "test_mpi.py", "test_startup.py", "test_controls.py", "test_busy.py")
 
 
+# Modules that measure on this node (--launch=direct) and through the scheduler (--launch=scheduler).
+DIRECT = (*BUILTIN_MEASUREMENTS, "test_app.py")
+SCHEDULED = ("test_scheduler.py",)
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     """The machine check first, then the static checks, then the measurements (stable within each).
     With --recipe and no --workloads, the built-in workloads' measurements are deselected; without --recipe,
-    the application test (test_app.py) is."""
+    the application test (test_app.py) is. The measurements of the other --launch mode skip, saying why."""
     options = config.stash.get(SUITE, None)
+    if options is not None and session_placement(config).on_site:     # off site, all skip as "not the site"
+        if options.launch == "scheduler":
+            other, why = DIRECT, ("--launch=scheduler: measured as jobs through the scheduler (test_scheduler.py); "
+                                  "--launch=direct measures on this node")
+        else:
+            other, why = SCHEDULED, ("--launch=direct: measured on this node; --launch=scheduler runs jobs and job "
+                                     "steps through the site's scheduler")
+        for item in items:
+            if Path(str(item.fspath)).name in other:
+                item.add_marker(pytest.mark.skip(reason=why))
     if options is not None:
         skip = (*(BUILTIN_MEASUREMENTS if options.recipe is not None and not options.workloads else ()),
                 *(() if options.recipe is not None else ("test_app.py",)))

@@ -67,13 +67,35 @@ def transport_problem(bare: dict, cont: dict) -> str | None:
     if cont.get("transport") != bare.get("transport"):
         return (f"container MPI uses {cont.get('transport')}, bare metal uses {bare.get('transport')}: the "
                 f"container fell back to a slower path (evidence: {cont.get('evidence')})")
+    if cont.get("network") != bare.get("network"):
+        return (f"between nodes the container MPI would use {cont.get('network')}, bare metal {bare.get('network')}: "
+                f"the container's network path differs (evidence: {cont.get('evidence')})")
     lib_b, lib_c = (bare.get("library_version") or "").split(",")[0], (cont.get("library_version") or "").split(",")[0]
     if lib_b != lib_c:
         return f"container MPI library is {lib_c!r}, bare metal's is {lib_b!r}"
     return None
 
 
-class Sides:
+class Paired:
+    """Bare and container runs of the mpi workload, one pair at a time in random order: set `bare_argv`,
+    `cont_argv`, `bare_env` and `cont_env` (here: ranks under the launcher; test_scheduler: job steps)."""
+
+    bare_argv: list[str]
+    cont_argv: list[str]
+    bare_env: dict[str, str]
+    cont_env: dict[str, str]
+
+    def pairs(self, runs: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
+        rng, bare, cont = random.Random(seed), [], []
+        for _ in range(runs):
+            order = [(bare, self.bare_argv, self.bare_env), (cont, self.cont_argv, self.cont_env)]
+            rng.shuffle(order)
+            for out, argv, env in order:
+                out.append(run_mpi(argv, env))
+        return bare, cont
+
+
+class Sides(Paired):
     def __init__(self, suite, site, images, python, runtime, inject: dict | None = None):
         need_runtime(suite, runtime)
         self.site = site
@@ -91,15 +113,6 @@ class Sides:
         self.bare_env = harness.bare_env(site, opts.mode)
         self.cont_env = dict(inner.env)
         harness.run_setup(inner)
-
-    def pairs(self, runs: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
-        rng, bare, cont = random.Random(seed), [], []
-        for _ in range(runs):
-            order = [(bare, self.bare_argv, self.bare_env), (cont, self.cont_argv, self.cont_env)]
-            rng.shuffle(order)
-            for out, argv, env in order:
-                out.append(run_mpi(argv, env))
-        return bare, cont
 
 
 def as_pairs(bare: list[dict], cont: list[dict], key: str, sizes: tuple[str, ...], *, time: bool) -> list[Pair]:
@@ -134,21 +147,28 @@ def measure(sides: Sides, tols, runtime: str, rounds: int | None, budget_s: floa
 
 def test_mpi_bare_vs_container(benchmark, suite, site, images, bare_python, verdicts, runtime):
     sides = Sides(suite, site, images, bare_python("pytorch"), runtime)
+    measure_and_judge(benchmark, suite, site, sides, runtime, sides.mode, verdicts)
+
+
+def measure_and_judge(benchmark, suite, site, sides: Paired, runtime: str, mode: str, verdicts: list, label: str = "") -> None:
+    """Measure (`measure`), check the transport, record the results and assert the verdicts."""
+    label = label or runtime
     tols = {metric: tolerance(suite, metric) for _, _, metric, _ in METRICS}
-    bare, cont, decided = benchmark.pedantic(measure, args=(sides, tols, runtime, suite.rounds), rounds=1, iterations=1)
+    bare, cont, decided = benchmark.pedantic(measure, args=(sides, tols, label, suite.rounds), rounds=1, iterations=1)
     problem = transport_problem(bare[0], cont[0])
-    assert problem is None, f"mpi ({runtime}): {problem}"
+    assert problem is None, f"mpi ({label}): {problem}"
     results = []
     for key, sizes, metric, is_time in METRICS:
         v, tol = decided[metric], tols[metric]
         pairs = as_pairs(bare, cont, key, sizes, time=is_time)
         verdicts.append(v)
-        results.append(result.of(v.estimate, v, site=site.name, workload="mpi", runtime=runtime, mode=sides.mode,
+        results.append(result.of(v.estimate, v, site=site.name, workload="mpi", runtime=runtime, mode=mode,
                                  metric=metric, tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
                                  bare=tuple(p.bare.speed() for p in pairs),
                                  container=tuple(p.container.speed() for p in pairs),
                                  extra={"transport": cont[0].get("transport"), "look": v.look,
-                                        "library": cont[0].get("library_version")}))
+                                        "library": cont[0].get("library_version"), "label": label,
+                                        "network": cont[0].get("network")}))
     result.record(benchmark, results)
     failed = [v.message for v in decided.values() if v.outcome != "pass"]
     assert not failed, "; ".join(failed)

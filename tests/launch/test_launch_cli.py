@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,25 @@ def test_schedulers():
     for sched, marker in (("pbs", "#PBS -l select=2:mpiprocs=4:ngpus=4"), ("lsf", '#BSUB -R "span[ptile=4]"')):
         alt = dataclasses.replace(s, host=dataclasses.replace(s.host, scheduler=sched))
         assert marker in launch.script(alt, launch.Job(nodes=2, image="x.sif"))
+
+
+@pytest.mark.parametrize("flag,value", [("--account", "abc;touch /tmp/x"), ("--account", "a\n#SBATCH --x"),
+                                        ("--partition", "$(id)"), ("--partition", "=-batch")])
+def test_account_and_partition_that_could_inject_are_refused(capsys, flag, value):
+    rc, out, err = run_cli(capsys, "--site", "frontier", f"{flag}={value}")
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and flag in err and "letters, digits" in err
+
+
+def test_the_sites_partition_is_the_default_and_an_account_can_be_required(capsys, tmp_path):
+    rc, out, _ = run_cli(capsys, "--site", "local-slurm", "--bare")
+    assert rc == 0 and "#SBATCH --partition=debug\n" in out          # sites/local-slurm.toml: host.partition
+    rc, out, _ = run_cli(capsys, "--site", "local-slurm", "--bare", "--partition", "long", "--account", "proj1")
+    assert "#SBATCH --partition=long\n" in out and "#SBATCH --account=proj1\n" in out
+    text = (Path(__file__).resolve().parents[2] / "sites" / "local-slurm.toml").read_text().replace(
+        'launcher = "srun"\n', 'launcher = "srun"\nneeds_account = true\n').replace('name = "local-slurm"', 'name = "acct"')
+    (tmp_path / "acct.toml").write_text(text)
+    rc, out, err = run_cli(capsys, "--site", str(tmp_path / "acct.toml"), "--bare")
+    assert rc == 2 and "runs no job without an account" in err and "--account PROJECT" in err
+    rc, out, _ = run_cli(capsys, "--site", str(tmp_path / "acct.toml"), "--bare", "--account", "proj1")
+    assert rc == 0 and "#SBATCH --account=proj1" in out

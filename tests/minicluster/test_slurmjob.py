@@ -133,3 +133,37 @@ def test_a_job_sbatch_refuses_is_one_line(slurm_env, tmp_path):
         slurmjob.submit(script, env=slurm_env, timeout=60)
     assert re.fullmatch(r"sbatch big\.sh failed \(exit 1\): sbatch: error: .*[Nn]ode count.*", str(failed.value)), str(failed.value)
     assert failed.value.job_id is None and not queue(slurm_env).strip()
+
+
+def test_sbatch_options_are_checked_and_read():
+    good = ["--account=abc123", "--partition=batch", "--time=00:30:00", "--time=1-00:00:00", "--exclusive",
+            "--constraint=nvme", "--qos=normal"]
+    assert slurmjob.check_options(good) is None
+    for bad in ("--account=a;touch /tmp/x", "-A", "--account=$(id)", "--partition=a b", "--time=soon",
+                "--account=a\n#SBATCH --x", "account=abc"):
+        problem = slurmjob.check_options([bad])
+        assert problem and "\n" not in problem, bad
+    assert slurmjob.given(good, "time") == "1-00:00:00" and slurmjob.given(good, "reservation") is None
+    assert slurmjob.salloc_argv(2, "00:10:00", "suite", ["--partition=debug"]) == [
+        "salloc", "--no-shell", "--nodes=2", "--time=00:10:00", "--job-name=suite", "--partition=debug"]
+
+
+def test_an_allocation_takes_job_steps_and_is_released(slurm_env):
+    job_id = slurmjob.allocate(2, "00:05:00", env=slurm_env, timeout=60)
+    try:
+        assert slurmjob.in_queue(job_id, slurm_env)
+        step = subprocess.run(["srun", "--nodes=2", "--ntasks-per-node=1", "bash", "-c", "echo $SLURMD_NODENAME"],
+                              env={**slurm_env, "SLURM_JOB_ID": job_id}, capture_output=True, text=True, timeout=60)
+        assert step.returncode == 0, step.stderr
+        assert sorted(step.stdout.split()) == ["n1", "n2"]
+    finally:
+        slurmjob.cancel(job_id, slurm_env)
+    assert not queue(slurm_env).strip()
+
+
+def test_an_allocation_slurm_refuses_is_one_line(slurm_env):
+    with pytest.raises(slurmjob.JobFailed) as failed:
+        slurmjob.allocate(3, "00:05:00", env=slurm_env, timeout=60)
+    message = str(failed.value)
+    assert "\n" not in message and re.match(r"salloc --nodes=3: no allocation \(exit 1: salloc: error: .*", message), message
+    assert not queue(slurm_env).strip()
