@@ -173,6 +173,12 @@ def _from_module(spec: str, module: ModuleType, function: str, source: str, defa
         raise UsageError(f"{source}: ENV must map variable names to values of {KINDS['value'][1]}")
     if not isinstance(workdir, str) or (workdir and not KINDS["imgpath"][0].fullmatch(workdir)):
         raise UsageError(f"{source}: WORKDIR must be an absolute path in the image, e.g. \"/opt/app\"")
+    from .app import _check_dest
+
+    def refuse(key: str, problem: str, hint: str):
+        raise UsageError(f"{source}: {key}: {problem} ({hint})")
+    for rel, dest in files.items():       # the destinations app files may use, checked alike
+        _check_dest(dest, f"FILES[{rel!r}]", refuse)
     context = tuple(dict.fromkeys([*files, *context]))
     for rel in context:
         check_local(folder, rel, f"{source}: CONTEXT {rel!r}")

@@ -51,6 +51,14 @@ class SuiteOptions:
     sbatch_args: tuple[str, ...] = ()  # --sbatch-arg: for the suite's sbatch/salloc (account, partition, time)
 
 
+@dataclass(frozen=True)
+class Note:
+    """A line for the summary beside the verdicts (e.g. a scaling efficiency): no verdict of its own."""
+
+    message: str
+    outcome: str = "info"
+
+
 SUITE = pytest.StashKey[SuiteOptions]()
 PLACEMENT = pytest.StashKey[Placement]()
 VERDICTS = pytest.StashKey[list]()

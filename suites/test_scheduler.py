@@ -24,7 +24,7 @@ import pytest
 from generator import launch, payload, slurmjob
 from generator.suite import result
 from suites import harness
-from suites.plugin import SUITE, mode_of, need_runtime, runtimes_under_test, size, tolerance
+from suites.plugin import SUITE, Note, mode_of, need_runtime, runtimes_under_test, size, tolerance
 from suites.test_mpi import ARGS as MPI_ARGS, Paired, measure_and_judge, run_mpi, transport_problem
 from workloads.registry import DDP
 
@@ -46,11 +46,13 @@ def ddp_workloads(options) -> list[str]:
 
 def pytest_generate_tests(metafunc):
     options = metafunc.config.stash[SUITE]
-    sides = ["bare", *runtimes_under_test(options)]
+    modes = {r: [m for m in options.site.runtime(r).mpi_modes if options.mode in (None, m)]
+             for r in runtimes_under_test(options)}
+    sides = ["bare", *(f"{r}:{m}" for r, ms in modes.items() for m in ms)]
     if "script_case" in metafunc.fixturenames:
         cases = [(w, s, n) for w in (*ddp_workloads(options)[:1], *(["mpi"] if "mpi" in options.workloads else []))
                  for s in sides for n in NODES]
-        metafunc.parametrize("script_case", cases, ids=[f"{w}-{s}-{n}node" for w, s, n in cases])
+        metafunc.parametrize("script_case", cases, ids=[f"{w}-{s.replace(':', '-')}-{n}node" for w, s, n in cases])
     if "ddp_case" in metafunc.fixturenames:
         cases = [(w, r) for w in ddp_workloads(options) for r in runtimes_under_test(options)]
         metafunc.parametrize("ddp_case", cases, ids=[f"{w}-{r}" for w, r in cases])
@@ -121,17 +123,18 @@ class Scripts:
 
     def job(self, workload: str, side: str, nodes: int, args: tuple[str, ...] = ()) -> launch.Job:
         suite = self.suite
-        common = dict(workload=workload, nodes=nodes, tasks_per_node=1, workload_args=args,
+        common = dict(workload=workload, nodes=nodes, tasks_per_node=1 if workload == "mpi" else None, workload_args=args,
                       account=slurmjob.given(suite.sbatch_args, "account") or "", allow_root=os.geteuid() == 0)
         if side == "bare":
             return launch.Job(bare=True, workloads_dir=str(payload.pythonpath()), **common)
-        need_runtime(suite, side)
-        image = self.images.for_runtime("pytorch", side)
+        runtime, _, mode = side.partition(":")           # "charliecloud" or "charliecloud:hybrid"
+        need_runtime(suite, runtime)
+        image = self.images.for_runtime("pytorch", runtime)
         image = str(Path(image).absolute()) if Path(image).exists() else image      # the nodes' cwd may differ
-        return launch.Job(runtime=side, mode=mode_of(suite, side), image=image, **common)
+        return launch.Job(runtime=runtime, mode=mode or mode_of(suite, runtime), image=image, **common)
 
     def path(self, workload: str, side: str, nodes: int, args: tuple[str, ...] = (), tag: str = "") -> Path:
-        name = f"{workload}-{side}-{nodes}node{tag}.sh"
+        name = f"{workload}-{side.replace(':', '-')}-{nodes}node{tag}.sh"
         return script(self.suite.site, self.folder / name, self.job(workload, side, nodes, args))
 
     def env(self, side: str, base: dict[str, str], extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -171,9 +174,10 @@ def test_script_through_sbatch(suite, site, slurm, scripts, script_case):
     records = [r for r in slurmjob.json_lines(done.output) if r.get("workload") == workload]
     assert records, f"{path.name}: job {done.job_id} printed no {workload} record: {slurmjob.tail(done.output)}"
     record = records[-1]
-    assert record["world_size"] == nodes, f"{path.name}: world size {record['world_size']}, not {nodes}"
+    ranks = nodes * (1 if workload == "mpi" else max(site.gpu.count_per_node, 1))      # one per GPU, else one
+    assert record["world_size"] == ranks, f"{path.name}: world size {record['world_size']}, not {ranks}"
     if workload == "mpi":
-        assert len(record["evidence"]["per_rank"]) == nodes
+        assert len(record["evidence"]["per_rank"]) == ranks
         assert nodes == 1 or record["transport"] == record["network"], record["transport"]    # between the nodes
     else:
         assert record["value"] > 0
@@ -224,8 +228,8 @@ def test_ddp_across_nodes(benchmark, suite, site, scripts, allocation, verdicts,
     speeds = {n: ([p.bare.speed() for p in c.pairs], [p.container.speed() for p in c.pairs]) for n, c in out.items()}
     mean = lambda xs: sum(xs) / len(xs)       # noqa: E731
     eff = {side: mean(speeds[2][i]) / (2 * mean(speeds[1][i])) for i, side in enumerate(("bare", "container"))}
-    print(f"\n{workload} ({runtime}): scaling efficiency 1 -> 2 nodes: bare {eff['bare']:.2f}, "
-          f"container {eff['container']:.2f}")
+    verdicts.append(Note(f"{workload} ddp scaling efficiency 1 -> 2 nodes ({runtime}; 2-node speed / 2 x 1-node "
+                         f"speed, mean of the pairs): bare {eff['bare']:.2f}, container {eff['container']:.2f}"))
     result.record(benchmark, [result.of(
         v.estimate, v, site=site.name, workload=workload, runtime=runtime, mode=mode_of(suite, runtime),
         metric=f"throughput-{n}node", tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),

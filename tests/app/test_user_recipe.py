@@ -84,6 +84,8 @@ def test_module_function_form(tmp_path, monkeypatch):
     ("NAME = 'Bad Name'\ndef build(site):\n    return []\n", "NAME 'Bad Name' is not lower-case"),
     ("CONTEXT = ('../etc',)\ndef build(site):\n    return []\n", "CONTEXT '../etc': must be a relative path"),
     ("FILES = {'src': 'relative'}\ndef build(site):\n    return []\n", "FILES must map paths"),
+    ("FILES = {'src': '/usr/lib'}\ndef build(site):\n    return []\n", "FILES['src']: /usr/lib is a folder the image itself uses"),
+    ("FILES = {'src': '/srv/x/app'}\ndef build(site):\n    return []\n", "the parent of /srv/x/app is not /, /opt or /srv"),
     ("ENV = {'A': '$(id)'}\ndef build(site):\n    return []\n", "ENV must map variable names"),
     ("WORKLOAD = {'command': ['x']}\ndef build(site):\n    return []\n", "WORKLOAD must be made with generator.api.workload"),
     ("from generator import api\nWORKLOAD = api.workload(command=['x'], unit='u')\ndef build(site):\n    return []\n",

@@ -47,15 +47,16 @@ RUN apt-get update -y && \
     rm -rf /var/lib/apt/lists/*
 # https://github.com/HewlettPackard/shs-libcxi/archive/refs/tags/release/shs-13.0.0.tar.gz
 WORKDIR /var/tmp/shs-libcxi-release-shs-13.0.0
-# HPE publishes no checksums for the shs tag archives; Spack pins the git tags (generator/checksums.toml)
-# hadolint ignore=GR004
 RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/HewlettPackard/shs-libcxi/archive/refs/tags/release/shs-13.0.0.tar.gz && \
+    echo "48c11617352f48262400f3722e0f8a701c6bceb74701c39a9ea20e83ca690fe3  /var/tmp/shs-13.0.0.tar.gz" > /var/tmp/shs-13.0.0.tar.gz.sha256 && sha256sum -c /var/tmp/shs-13.0.0.tar.gz.sha256 && rm -f /var/tmp/shs-13.0.0.tar.gz.sha256 && \
     mkdir -p /var/tmp && tar -x -f /var/tmp/shs-13.0.0.tar.gz -C /var/tmp -z && \
     mkdir -p /usr/local/cxi/include /usr/local/cxi/share && \
     wget -q -O /var/tmp/cassini-headers-release-shs-13.0.0.tar.gz https://github.com/HewlettPackard/shs-cassini-headers/archive/refs/tags/release/shs-13.0.0.tar.gz && \
+    echo "4b125d548860ec163604c89306aef4914d109a8c1ad50f2ed6dfec054e4d274e  /var/tmp/cassini-headers-release-shs-13.0.0.tar.gz" > /var/tmp/cassini-headers-release-shs-13.0.0.tar.gz.sha256 && sha256sum -c /var/tmp/cassini-headers-release-shs-13.0.0.tar.gz.sha256 && rm -f /var/tmp/cassini-headers-release-shs-13.0.0.tar.gz.sha256 && \
     tar -x -z -f /var/tmp/cassini-headers-release-shs-13.0.0.tar.gz -C /var/tmp && \
     cp -r /var/tmp/shs-cassini-headers-release-shs-13.0.0/include/. /usr/local/cxi/include/ && \
     wget -q -O /var/tmp/cxi-driver-release-shs-13.0.0.tar.gz https://github.com/HewlettPackard/shs-cxi-driver/archive/refs/tags/release/shs-13.0.0.tar.gz && \
+    echo "9274644ac45036afd438feffd6b44429fdb4f818a685ba6a8aa576e5c9029b3f  /var/tmp/cxi-driver-release-shs-13.0.0.tar.gz" > /var/tmp/cxi-driver-release-shs-13.0.0.tar.gz.sha256 && sha256sum -c /var/tmp/cxi-driver-release-shs-13.0.0.tar.gz.sha256 && rm -f /var/tmp/cxi-driver-release-shs-13.0.0.tar.gz.sha256 && \
     tar -x -z -f /var/tmp/cxi-driver-release-shs-13.0.0.tar.gz -C /var/tmp && \
     cp -r /var/tmp/shs-cxi-driver-release-shs-13.0.0/include/. /usr/local/cxi/include/ && \
     cp -r /var/tmp/shs-cassini-headers-release-shs-13.0.0/share/. /usr/local/cxi/share/ && \
