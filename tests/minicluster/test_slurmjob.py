@@ -167,3 +167,24 @@ def test_an_allocation_slurm_refuses_is_one_line(slurm_env):
     message = str(failed.value)
     assert "\n" not in message and re.match(r"salloc --nodes=3: no allocation \(exit 1: salloc: error: .*", message), message
     assert not queue(slurm_env).strip()
+
+
+def test_inside_an_allocation_the_suite_makes_job_steps_there(slurm_env):
+    """pytest run inside an allocation (SLURM_JOB_ID set) with --launch=scheduler: no new job (sbatch tests
+    skip saying why), the comparisons' steps go into that allocation. The allocation holds both nodes, so
+    a new job could not start: the transport test passing shows its steps ran in ours."""
+    job_id = slurmjob.allocate(2, "00:10:00", env=slurm_env, timeout=60)
+    try:
+        env = {**slurm_env, "SLURM_JOB_ID": job_id, "SLURM_JOB_NUM_NODES": "2"}
+        proc = subprocess.run([sys.executable, "-m", "pytest", "suites/test_scheduler.py", "--site=local-slurm",
+                               "--launch=scheduler", "--workloads", "mpi", "-k", "script or slower_transport",
+                               "-q", "-rs", "-p", "no:cacheprovider"], cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=900)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-3000:]
+        assert re.search(r"1 passed, 4 skipped", out), out[-2000:]
+        assert "inside an allocation: sbatch would wait for nodes this job holds" in out
+        assert queue(slurm_env).split()[0] == job_id          # still the only job
+    finally:
+        slurmjob.cancel(job_id, slurm_env)
+    assert not queue(slurm_env).strip()
