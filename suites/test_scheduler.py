@@ -124,7 +124,8 @@ class Scripts:
     def job(self, workload: str, side: str, nodes: int, args: tuple[str, ...] = ()) -> launch.Job:
         suite = self.suite
         common = dict(workload=workload, nodes=nodes, tasks_per_node=1 if workload == "mpi" else None, workload_args=args,
-                      account=slurmjob.given(suite.sbatch_args, "account") or "", allow_root=os.geteuid() == 0)
+                      account=slurmjob.given(suite.sbatch_args, "account") or "",
+                      partition=slurmjob.given(suite.sbatch_args, "partition") or "", allow_root=os.geteuid() == 0)
         if side == "bare":
             return launch.Job(bare=True, workloads_dir=str(payload.pythonpath()), **common)
         runtime, _, mode = side.partition(":")           # "charliecloud" or "charliecloud:hybrid"
@@ -168,7 +169,7 @@ def test_script_through_sbatch(suite, site, slurm, scripts, script_case):
     path = scripts.path(workload, side, nodes, args if workload != "mpi" else ("--sizes", "8,1M", "--iters", "50"))
     try:
         done = slurmjob.submit(path, env=scripts.env(side, slurm), timeout=STEP_TIMEOUT,
-                               extra=[o for o in suite.sbatch_args if not o.startswith("--partition=")])
+                               extra=list(suite.sbatch_args))
     except slurmjob.JobFailed as exc:
         pytest.fail(f"{path.name}: {exc}", pytrace=False)
     records = [r for r in slurmjob.json_lines(done.output) if r.get("workload") == workload]
