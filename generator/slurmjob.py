@@ -253,8 +253,7 @@ def allocate(nodes: int, time_limit: str, *, name: str = "gen-recipe-suite", env
             cancel(found.group(1), env)
         raise JobFailed(f"{' '.join(['salloc', f'--nodes={nodes}', *extra])}: no allocation (exit {proc.returncode}: "
                         f"{tail(said)})", found and found.group(1))
-    job_id = found.group(1)
-    return job_id
+    return found.group(1)
 
 
 def _abandon(proc: subprocess.Popen, job_id: str | None, env: Mapping[str, str] | None) -> None:

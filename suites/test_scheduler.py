@@ -165,8 +165,8 @@ def test_script_through_sbatch(suite, site, slurm, scripts, script_case):
     if "SLURM_JOB_ID" in slurm:
         pytest.skip("inside an allocation: sbatch would wait for nodes this job holds; the scripts run as job "
                     "steps in the comparisons")
-    args = MPI_ARGS if workload == "mpi" else step_args(site, workload)
-    path = scripts.path(workload, side, nodes, args if workload != "mpi" else ("--sizes", "8,1M", "--iters", "50"))
+    args = ("--sizes", "8,1M", "--iters", "50") if workload == "mpi" else step_args(site, workload)
+    path = scripts.path(workload, side, nodes, args)
     try:
         done = slurmjob.submit(path, env=scripts.env(side, slurm), timeout=STEP_TIMEOUT,
                                extra=list(suite.sbatch_args))
