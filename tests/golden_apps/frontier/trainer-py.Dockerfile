@@ -131,7 +131,7 @@ RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://www.mpich.org/static/do
 WORKDIR /
 ENV PATH=/usr/local/mpich/bin:$PATH
 
-# aws-ofi-rccl (aws-ofi-nccl built for ROCm) 1.18.0: RCCL collectives
+# aws-ofi-rccl (aws-ofi-nccl built for ROCm) 1.19.0: RCCL collectives
 # over libfabric
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -147,17 +147,16 @@ RUN apt-get update -y && \
         tar \
         wget && \
     rm -rf /var/lib/apt/lists/*
-# https://github.com/aws/aws-ofi-nccl/releases/download/v1.18.0/aws-ofi-nccl-1.18.0.tar.gz
-WORKDIR /var/tmp/aws-ofi-nccl-1.18.0
-# Spack's aws-ofi-nccl 1.18.0 checksum is for the GitHub archive, not this release tarball (generator/checksums.toml)
-# hadolint ignore=GR004
-RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/aws/aws-ofi-nccl/releases/download/v1.18.0/aws-ofi-nccl-1.18.0.tar.gz && \
-    mkdir -p /var/tmp && tar -x -f /var/tmp/aws-ofi-nccl-1.18.0.tar.gz -C /var/tmp -z && \
+# https://github.com/aws/aws-ofi-nccl/releases/download/v1.19.0/aws-ofi-nccl-1.19.0.tar.gz
+WORKDIR /var/tmp/aws-ofi-nccl-1.19.0
+RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/aws/aws-ofi-nccl/releases/download/v1.19.0/aws-ofi-nccl-1.19.0.tar.gz && \
+    echo "fd8ecd15f0de88e07b2194637938dadcf247ad3b5150651dfd0bb0c4bb32ff3c  /var/tmp/aws-ofi-nccl-1.19.0.tar.gz" > /var/tmp/aws-ofi-nccl-1.19.0.tar.gz.sha256 && sha256sum -c /var/tmp/aws-ofi-nccl-1.19.0.tar.gz.sha256 && rm -f /var/tmp/aws-ofi-nccl-1.19.0.tar.gz.sha256 && \
+    mkdir -p /var/tmp && tar -x -f /var/tmp/aws-ofi-nccl-1.19.0.tar.gz -C /var/tmp -z && \
     ./configure --prefix=/usr/local/aws-ofi --disable-tests --with-libfabric=/usr/local/libfabric --with-rocm=/opt/rocm && \
     make -j"$(nproc)" && \
     make -j"$(nproc)" install && \
     echo "/usr/local/aws-ofi/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig && \
-    rm -rf /var/tmp/aws-ofi-nccl-1.18.0 /var/tmp/aws-ofi-nccl-1.18.0.tar.gz
+    rm -rf /var/tmp/aws-ofi-nccl-1.19.0 /var/tmp/aws-ofi-nccl-1.19.0.tar.gz
 WORKDIR /
 
 # Python environment (/opt/venv)
@@ -223,7 +222,7 @@ COPY --from=devel /usr/local/mpich /usr/local/mpich
 RUN echo "/usr/local/mpich/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
 ENV PATH=/usr/local/mpich/bin:$PATH
 
-# aws-ofi-rccl (aws-ofi-nccl built for ROCm) 1.18.0: RCCL collectives
+# aws-ofi-rccl (aws-ofi-nccl built for ROCm) 1.19.0: RCCL collectives
 # over libfabric
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -231,7 +230,7 @@ RUN apt-get update -y && \
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         libhwloc15 && \
     rm -rf /var/lib/apt/lists/*
-# https://github.com/aws/aws-ofi-nccl/releases/download/v1.18.0/aws-ofi-nccl-1.18.0.tar.gz
+# https://github.com/aws/aws-ofi-nccl/releases/download/v1.19.0/aws-ofi-nccl-1.19.0.tar.gz
 COPY --from=devel /usr/local/aws-ofi /usr/local/aws-ofi
 RUN echo "/usr/local/aws-ofi/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
 
