@@ -70,7 +70,7 @@ def _slurm(p: JobPlan, name: str) -> list[str]:
     lines += [f"#SBATCH --gpus-per-node={p.gpus}"] if p.gpus else []
     lines += [f"#SBATCH --account={p.job.account}"] if p.job.account else []
     lines += [f"#SBATCH --partition={p.partition}"] if p.partition else []
-    return lines
+    return lines + [f"#SBATCH {opt}" for opt in p.site.fabric.collectives.sbatch]
 
 
 def _pbs(p: JobPlan, name: str) -> list[str]:
@@ -103,6 +103,8 @@ WORKDIR = {"pbs": "PBS_O_WORKDIR", "torque": "PBS_O_WORKDIR", "lsf": "LS_SUBCWD"
 
 
 # -- launcher lines ---------------------------------------------------------------------------
+
+MPI_LAUNCHERS = ("mpirun", "mpiexec")     # the host MPI's own: its module must be loaded to start ranks
 
 def launcher(site: Site, nodes: int, tasks: int, gpus: int, forward: Sequence[str] = ()) -> tuple[str, ...]:
     """The launcher prefix for nodes × tasks ranks; `forward`: variables Open MPI's mpirun must pass."""
@@ -180,9 +182,14 @@ def plan_job(site: Site, job: Job) -> JobPlan:
 
 
 def modules(p: JobPlan) -> list[tuple[str, ...]]:
-    """The `module load` groups, the same for the container run and its bare twin."""
+    """The `module load` groups: the host's, the host MPI's where it runs (bind mode, bare runs, its
+    mpirun starting the containers), the runtime's, and the runtime's bind machinery in bind mode only
+    (a hybrid run mounts no host MPI)."""
+    rt = p.site.runtime(p.runtime)
+    host_mpi = p.mode == "bind" or p.job.bare or p.site.host.launcher in MPI_LAUNCHERS
     groups, seen = [], set()
-    for group in (p.site.host.modules, p.site.mpi.modules, p.site.runtime(p.runtime).modules):
+    for group in (p.site.host.modules, p.site.mpi.modules if host_mpi else (), rt.modules,
+                  rt.bind_modules if p.mode == "bind" else ()):
         new = [m for m in group if m not in seen]
         seen.update(new)
         if new:

@@ -97,8 +97,9 @@ def libraries(site: Site, opts: Options) -> tuple[str, ...]:
 
 
 def container_env(site: Site, opts: Options) -> dict[str, str]:
-    """Environment inside the container: the site's, the bind-mode one, then the run's own."""
-    env = dict(site.container.env)
+    """Environment inside the container: the fabric's collectives settings, the site's, the bind-mode
+    one, then the run's own."""
+    env = dict(site.fabric.collectives.env) | dict(site.container.env)
     if opts.mode == "bind":
         env.update(site.container.bind.env)
     env.update(opts.env)
@@ -202,7 +203,7 @@ def podman_hpc(site: Site, image: str, command: Sequence[str], opts: Options) ->
     argv += _gpu("podman-hpc", site, opts)
     for b in (*site.container.binds, *opts.binds):
         argv += ["-v", b]
-    env = dict(site.container.env) | dict(opts.env)
+    env = dict(site.fabric.collectives.env) | dict(site.container.env) | dict(opts.env)
     argv += [f"--env={k}={v}" for k, v in env.items()]
     return Command((*argv, image, *command))
 

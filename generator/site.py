@@ -77,6 +77,7 @@ KINDS: Mapping[str, tuple[re.Pattern, str]] = {k: (re.compile(v[0]), v[1]) for k
     "imgpath": (r"(/[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,127}){1,16}", "an absolute path in the image such as /opt/app"),
     "value": (r"[A-Za-z0-9_./:,=@%+ -]{0,1024}", "letters, digits, spaces and _ . / : , = @ % + - (no quotes, no $)"),
     "unit": (r"[A-Za-z0-9/%._ -]{1,32}", "a unit such as samples/s"),
+    "option": (r"--[a-z][a-z0-9-]{0,63}(=[A-Za-z0-9_.,:/+-]{1,256})?", "a long option such as --network=disable_rdzv_get"),
 }.items()}
 MAX_BYTES = 1 << 20          # a site file is a page of facts, not a megabyte
 MAX_INT = 1 << 20
@@ -184,6 +185,18 @@ class Mpi(Facts):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Collectives(Facts):
+    """NCCL/RCCL over the fabric: who brings the network plugin, and the settings the site recommends."""
+
+    plugin: Literal["image", "hook"] = _f("image", "image", "the network plugin of GPU collectives: the image's "
+                                          "aws-ofi build (NCCL_NET_PLUGIN points at it) or a runtime hook's")
+    env: Mapping[str, str] = _f({"NCCL_SOCKET_IFNAME": "hsn0,hsn1,hsn2,hsn3"}, None, "environment of every run, "
+                                "bare and container alike (NCCL_*, FI_CXI_*)", kind="value", keys="env")
+    sbatch: tuple[str, ...] = _f(("--network=disable_rdzv_get",), (), "scheduler options those settings need",
+                                 kind="option")
+
+
+@dataclass(frozen=True, kw_only=True)
 class FabricFacts(Facts):
     kind: Fabric = _f("slingshot")
     provider: Provider = _f("cxi")
@@ -191,13 +204,18 @@ class FabricFacts(Facts):
     libfabric_path: str = _f("/opt/cray/libfabric/1.15.2.0", "", "host libfabric prefix", kind="path")
     ucx_version: Optional[Version] = _f("1.15.0", None, "host UCX version")
     devices: tuple[str, ...] = _f(("/dev/cxi*",), (), "device files the fabric needs in the container", kind="path")
+    collectives: Collectives = _f({}, None)
+
+
 
 
 @dataclass(frozen=True, kw_only=True)
 class Runtime(Facts):
     name: RuntimeName = _f("apptainer")
     version: Version = _f("1.3.6")
-    modules: tuple[str, ...] = _f(("olcf-container-tools", "apptainer-enable-mpi"), (), kind="module")
+    modules: tuple[str, ...] = _f(("apptainer",), (), "modules this runtime needs in every mode", kind="module")
+    bind_modules: tuple[str, ...] = _f(("olcf-container-tools", "apptainer-enable-mpi"), (),
+                                       "modules that mount the host MPI in: bind mode only", kind="module")
     mpi_modes: tuple[MpiMode, ...] = _f(("bind", "hybrid"), ("hybrid",), "MPI modes this runtime supports here")
 
 
@@ -533,7 +551,8 @@ def _check(site: Site, fail) -> None:
         if not tol.lower <= 0 <= tol.upper:
             fail(f"tolerances.{k}", "lower must be <= 0 <= upper", "e.g. [1.0, -0.05, 0.10, \"ratio\"]")
     tables = [("host", site.host), ("gpu", site.gpu), ("mpi", site.mpi), ("fabric", site.fabric),
-              ("container", site.container), ("container.bind", site.container.bind), ("software", site.software)]
+              ("fabric.collectives", site.fabric.collectives), ("container", site.container),
+              ("container.bind", site.container.bind), ("software", site.software)]
     tables += [(f"runtimes[{i}]", r) for i, r in enumerate(site.runtimes)]
     for key, table in tables:
         for tag in table.sources:

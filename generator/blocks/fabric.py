@@ -138,10 +138,14 @@ def libpsm2(pins=None):
 
 class aws_ofi(autotools_block):  # noqa: N801
     """aws-ofi-nccl: NCCL over libfabric, or with --with-rocm the RCCL plugin (librccl-net.so).
-    Its lib directory goes into the linker cache, where NCCL/RCCL look for the plugin by default."""
+    Its lib directory goes into the linker cache, where NCCL/RCCL look for the plugin by default.
+    `force`: the image sets NCCL_NET_PLUGIN to it (OLCF's PyTorch guide: without it "the plugin will
+    not be used"); off where a runtime hook brings the site's plugin (CSCS)."""
+
+    LIBRARY = {"rocm": "librccl-net.so", "cuda": "libnccl-net.so"}
 
     def __init__(self, *, version: str, gpu: str, libfabric: str, gpu_home: str,
-                 prefix: str = "/usr/local/aws-ofi") -> None:
+                 prefix: str = "/usr/local/aws-ofi", force: bool = True) -> None:
         super().__init__()
         if gpu not in ("rocm", "cuda"):
             raise RecipeError(f"aws-ofi-nccl: needs a GPU stack (rocm or cuda), not {gpu}")
@@ -153,7 +157,8 @@ class aws_ofi(autotools_block):  # noqa: N801
                     url=f"https://github.com/aws/aws-ofi-nccl/releases/download/{tag}/{tarball}.tar.gz",
                     directory=tarball, prefix=prefix,
                     configure_opts=[f"--with-libfabric={libfabric}", f"--with-{gpu}={gpu_home}", "--disable-tests"],
-                    annotations={"version": version})
+                    annotations={"version": version},
+                    env={"NCCL_NET_PLUGIN": f"{prefix}/lib/{self.LIBRARY[gpu]}"} if force else None)
 
 
 aws_ofi = lint_clean(aws_ofi)

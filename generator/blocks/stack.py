@@ -73,7 +73,7 @@ def comm_stack(site: Site, p: Plan) -> list:
     if p.net_plugin:
         blocks.append(fabric.aws_ofi(version=str(p.net_plugin_version), gpu=site.gpu.stack,
                                      libfabric=PREFIX["libfabric"], gpu_home=p.gpu_home,
-                                     prefix=PREFIX["aws-ofi"]))
+                                     prefix=PREFIX["aws-ofi"], force=site.fabric.collectives.plugin == "image"))
     return blocks
 
 

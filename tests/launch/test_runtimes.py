@@ -44,9 +44,12 @@ def test_frontier_bind_is_the_olcf_recipe():
 
 
 def test_frontier_hybrid_has_no_host_mpi():
-    c = rt.command(load("frontier"), "img.sif", CMD, rt.Options(mode="hybrid", gpus=0))
+    s = load("frontier")
+    c = rt.command(s, "img.sif", CMD, rt.Options(mode="hybrid", gpus=0))
     assert c.argv == ("apptainer", "exec", "img.sif", *CMD)
-    assert dict(c.env) == {"APPTAINER_BINDPATH": "${PWD}"}
+    # the working directory, and the collectives settings (OLCF's PyTorch guide); no host library, no preload
+    assert dict(c.env) == {"APPTAINER_BINDPATH": "${PWD}",
+                           **{f"APPTAINERENV_{k}": v for k, v in s.fabric.collectives.env.items()}}
 
 
 def test_singularity_prefix_and_nv():
@@ -88,9 +91,10 @@ def test_udocker_root_setup_and_user():
 
 def test_podman_hpc_modules_do_the_binding():
     s = load("perlmutter")
+    env = tuple(f"--env={k}={v}" for k, v in s.fabric.collectives.env.items())   # podman-hpc's nccl.yaml values
     assert rt.command(s, "i", CMD, rt.Options(mode="bind", gpus=4)).argv == (
-        "podman-hpc", "run", "--rm", "--cuda-mpi", "--gpu", "i", *CMD)
-    assert rt.command(s, "i", CMD, rt.Options(mode="bind")).argv == ("podman-hpc", "run", "--rm", "--mpi", "i", *CMD)
+        "podman-hpc", "run", "--rm", "--cuda-mpi", "--gpu", *env, "i", *CMD)
+    assert rt.command(s, "i", CMD, rt.Options(mode="bind")).argv == ("podman-hpc", "run", "--rm", "--mpi", *env, "i", *CMD)
     hybrid = rt.command(with_runtime(s, "podman-hpc"), "i", CMD, rt.Options(mode="hybrid"))
     assert "--device=/dev/cxi*" in hybrid.argv and "--mpi" not in hybrid.argv
 

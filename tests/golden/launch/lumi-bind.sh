@@ -16,9 +16,13 @@ module load singularity-bindings
 
 export SINGULARITY_BINDPATH=/var/spool/slurmd,/opt/cray
 export SINGULARITY_CONTAINLIBS=/usr/lib64/libcxi.so.1,/usr/lib64/libjansson.so.4
+export SINGULARITYENV_NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3
+export SINGULARITYENV_NCCL_NET_GDR_LEVEL=PHB
+export SINGULARITYENV_CXI_FORK_SAFE=1
+export SINGULARITYENV_CXI_FORK_SAFE_HP=1
+export SINGULARITYENV_FI_CXI_DISABLE_CQ_HUGETLB=1
 export SINGULARITYENV_LD_LIBRARY_PATH="/opt/cray/pe/mpich/8.1.29/ofi/gnu/9.1/lib-abi-mpich:/opt/cray/libfabric/1.15.2.0/lib64:/opt/cray/pe/lib64:${LD_LIBRARY_PATH:-}"
 export SINGULARITYENV_MPICH_GPU_SUPPORT_ENABLED=1
-export SINGULARITYENV_NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3
 
 srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --mpi=pmi2 singularity exec --rocm pytorch-lumi.sif python3 -m workloads.cnn \
     --mode ddp

@@ -11,8 +11,12 @@
 set -euo pipefail
 
 module load LUMI partition/G
-module load cray-mpich
-module load singularity-bindings
+
+export SINGULARITYENV_NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3
+export SINGULARITYENV_NCCL_NET_GDR_LEVEL=PHB
+export SINGULARITYENV_CXI_FORK_SAFE=1
+export SINGULARITYENV_CXI_FORK_SAFE_HP=1
+export SINGULARITYENV_FI_CXI_DISABLE_CQ_HUGETLB=1
 
 srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --mpi=pmi2 singularity exec --rocm pytorch-lumi.sif python3 -m workloads.cnn \
     --mode ddp

@@ -9,6 +9,11 @@
 # bare run: the host's python3 (with torch and mpi4py), twin of the podman-hpc bind-mode run
 set -euo pipefail
 
+export FI_CXI_DISABLE_HOST_REGISTER=1
+export FI_MR_CACHE_MONITOR=userfaultfd
+export NCCL_CROSS_NIC=1
+export NCCL_SOCKET_IFNAME=hsn
+export NCCL_NET_GDR_LEVEL=PHB
 export MPICH_GPU_SUPPORT_ENABLED=1
 
 # the workloads package, as the image carries it in /opt/workloads

@@ -10,5 +10,7 @@
 # Image: podman-hpc pull registry.example.org/gen-recipe/pytorch-perlmutter:0.1.0  (or podman-hpc build + podman-hpc migrate)
 set -euo pipefail
 
-srun --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 --mpi=pmi2 podman-hpc run --rm --cuda-mpi --gpu registry.example.org/gen-recipe/pytorch-perlmutter:0.1.0 python3 -m workloads.cnn \
+srun --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 --mpi=pmi2 podman-hpc run --rm --cuda-mpi --gpu \
+    --env=FI_CXI_DISABLE_HOST_REGISTER=1 --env=FI_MR_CACHE_MONITOR=userfaultfd \
+    --env=NCCL_CROSS_NIC=1 --env=NCCL_SOCKET_IFNAME=hsn --env=NCCL_NET_GDR_LEVEL=PHB registry.example.org/gen-recipe/pytorch-perlmutter:0.1.0 python3 -m workloads.cnn \
     --mode ddp

@@ -158,6 +158,7 @@ RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/aws/aws-ofi-
     echo "/usr/local/aws-ofi/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig && \
     rm -rf /var/tmp/aws-ofi-nccl-1.19.0 /var/tmp/aws-ofi-nccl-1.19.0.tar.gz
 WORKDIR /
+ENV NCCL_NET_PLUGIN=/usr/local/aws-ofi/lib/librccl-net.so
 
 # Python environment (/opt/venv)
 RUN python3 -m venv /opt/venv && \
@@ -233,6 +234,7 @@ RUN apt-get update -y && \
 # https://github.com/aws/aws-ofi-nccl/releases/download/v1.19.0/aws-ofi-nccl-1.19.0.tar.gz
 COPY --from=devel /usr/local/aws-ofi /usr/local/aws-ofi
 RUN echo "/usr/local/aws-ofi/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
+ENV NCCL_NET_PLUGIN=/usr/local/aws-ofi/lib/librccl-net.so
 
 # Python environment
 COPY --from=devel /opt/venv /opt/venv

@@ -1,0 +1,131 @@
+"""What the sites' own documentation asks of a run, checked in every generated launch script and image.
+
+Each pinned fact names its source (the site TOMLs' [sources] and docs/sites/<site>.md carry the
+details and the date checked)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from generator import launch, render, site as site_mod
+
+SITES = sorted(set(site_mod.builtin_names().values()))
+IMAGE = "img"   # a fixed image name: the default one renders the recipe for its content hash
+
+
+def _script(s, runtime: str, mode: str, bare: bool = False, nodes: int = 2) -> str:
+    return launch.script(s, launch.Job(runtime=runtime, mode=mode, bare=bare, nodes=nodes, image=None if bare else IMAGE,
+                                       account="abc123" if s.host.needs_account else "", workloads_dir="/w"))
+
+
+def _modules(text: str) -> set[str]:
+    return {m for ln in text.splitlines() if ln.startswith("module load ") for m in ln.split()[2:]}
+
+
+def _runs(kinds=("hybrid", "bind")):
+    for name in SITES:
+        s = site_mod.load(name)
+        for rt in s.runtimes:
+            for mode in rt.mpi_modes:
+                if mode in kinds and not (mode == "bind" and s.mpi.flavour == "none"):
+                    yield pytest.param(name, rt.name, mode, id=f"{name}-{rt.name}-{mode}")
+
+
+@pytest.mark.parametrize("name,runtime,mode", list(_runs(("hybrid",))))
+def test_hybrid_scripts_load_no_host_mpi_bind_machinery(name, runtime, mode):
+    """A hybrid run uses the container's MPI: no host-MPI module, no module that mounts the host MPI
+    in, no bind-mode library, path or loader variable."""
+    s = site_mod.load(name)
+    text = _script(s, runtime, mode)
+    loaded = _modules(text)
+    if s.host.launcher not in launch.MPI_LAUNCHERS:     # else the host's mpirun starts the containers
+        assert not loaded & set(s.mpi.modules), f"{name}: the hybrid script loads the host MPI's modules"
+    assert not loaded & set(s.runtime(runtime).bind_modules), f"{name}: the hybrid script loads bind machinery"
+    for lib in s.container.bind.libraries:
+        assert lib not in text, f"{name}: the hybrid script carries bind mode's {lib}"
+    for key in set(s.container.bind.env) - set(s.container.env) - set(s.fabric.collectives.env):
+        assert f"{key}=" not in text, f"{name}: the hybrid script sets bind mode's {key}"
+    for path in s.container.bind.paths:
+        assert not re.search(rf"(BINDPATH|--bind|-v|--mount)[= ][^\n]*{re.escape(path)}", text), path
+    assert "CONTAINLIBS" not in text and "LD_PRELOAD" not in text
+
+
+def test_bind_mode_keeps_its_machinery():
+    """The other side of the split: LUMI's bind script loads the bindings module and the host MPI."""
+    s = site_mod.load("lumi")
+    assert {"singularity-bindings", "cray-mpich"} <= _modules(_script(s, "singularity", "bind"))
+    assert not {"singularity-bindings", "cray-mpich"} & _modules(_script(s, "singularity", "hybrid"))
+    # the bare twin of a hybrid run uses the host MPI, so it loads it
+    assert "cray-mpich" in _modules(_script(s, "singularity", "hybrid", bare=True))
+
+
+SLINGSHOT_GPU = [n for n in SITES if site_mod.load(n).fabric.kind == "slingshot"
+                 and site_mod.load(n).gpu.stack != "none"]
+
+
+def test_the_slingshot_gpu_sites_are_the_expected_ones():
+    assert SLINGSHOT_GPU == ["alps", "frontier", "lumi", "odo", "perlmutter"]
+
+
+@pytest.mark.parametrize("name", SLINGSHOT_GPU)
+@pytest.mark.parametrize("fmt", ["docker", "apptainer"])
+def test_slingshot_images_force_the_collectives_plugin(name, fmt):
+    """OLCF's PyTorch guide: without NCCL_NET_PLUGIN "the plugin will not be used"; the image points it at
+    its aws-ofi build. Alps: the engine's hook brings the site's plugin (CSCS resource-hook page)."""
+    s = site_mod.load(name)
+    text = render.recipe_text(s, "pytorch", fmt)
+    lib = {"rocm": "librccl-net.so", "cuda": "libnccl-net.so"}[s.gpu.stack]
+    if s.fabric.collectives.plugin == "image":
+        assert re.search(rf"NCCL_NET_PLUGIN=\"?/usr/local/aws-ofi/lib/{lib}", text), name
+    else:
+        assert name == "alps" and "NCCL_NET_PLUGIN" not in text
+        edf = _script(s, "ce", "hybrid")
+        assert '"com.hooks.aws_ofi_nccl.enabled" = "true"' in edf
+
+
+@pytest.mark.parametrize("name,runtime,mode", [p for p in _runs() if p.values[0] in SLINGSHOT_GPU])
+def test_slingshot_scripts_set_the_sites_collectives_settings(name, runtime, mode):
+    """Every container script and its bare twin carry the site's recommended NCCL/CXI settings, and the
+    scheduler option they need."""
+    s = site_mod.load(name)
+    box, bare = _script(s, runtime, mode), _script(s, runtime, mode, bare=True)
+    for k, v in s.fabric.collectives.env.items():
+        assert re.search(rf"{k}[=\"' ]+{re.escape(v)}", box), (name, k)
+        assert f"export {k}={v}" in bare, (name, k)
+    if s.fabric.collectives.env.get("FI_CXI_RDZV_PROTO") == "alt_read":
+        assert "#SBATCH --network=disable_rdzv_get" in box and "#SBATCH --network=disable_rdzv_get" in bare
+
+
+def test_pinned_collectives_facts():
+    # OLCF "PyTorch on Frontier" (olcf-user-docs software/analytics/pytorch_frontier.rst, 2026-07-07), the
+    # RCCL-over-CXI block; HPE shs-ccl-docs ccl_env.sh has the same list (with userfaultfd).
+    frontier = site_mod.load("frontier").fabric.collectives
+    assert dict(frontier.env) == {
+        "NCCL_CROSS_NIC": "1", "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_SOCKET_IFNAME": "hsn0,hsn1,hsn2,hsn3",
+        "HSA_FORCE_FINE_GRAIN_PCIE": "1", "FI_MR_CACHE_MONITOR": "kdreg2", "FI_CXI_DISABLE_HOST_REGISTER": "1",
+        "FI_CXI_DEFAULT_CQ_SIZE": "131072", "FI_CXI_RDZV_PROTO": "alt_read", "FI_CXI_RDZV_EAGER_SIZE": "0",
+        "FI_CXI_RDZV_THRESHOLD": "0", "FI_CXI_RDZV_GET_MIN": "0", "FI_CXI_DEFAULT_TX_SIZE": "2048",
+        "FI_CXI_RX_MATCH_MODE": "hybrid"}
+    assert frontier.sbatch == ("--network=disable_rdzv_get",)
+    # LUMI: Getting Started with AI workshop 09_Extreme_scale_AI/README.md (2025-10-02) and the LUMI
+    # PyTorch page (lumi-userguide software/packages/pytorch.md, 2024-05-21)
+    lumi = site_mod.load("lumi").fabric.collectives.env
+    assert lumi["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1,hsn2,hsn3" and lumi["NCCL_NET_GDR_LEVEL"] == "PHB"
+    assert lumi["CXI_FORK_SAFE"] == lumi["CXI_FORK_SAFE_HP"] == lumi["FI_CXI_DISABLE_CQ_HUGETLB"] == "1"
+    # NERSC podman-hpc etc/modules.d/nccl.yaml (the --nccl module, 2025-05-30)
+    assert dict(site_mod.load("perlmutter").fabric.collectives.env) == {
+        "FI_CXI_DISABLE_HOST_REGISTER": "1", "FI_MR_CACHE_MONITOR": "userfaultfd", "NCCL_CROSS_NIC": "1",
+        "NCCL_SOCKET_IFNAME": "hsn", "NCCL_NET_GDR_LEVEL": "PHB"}
+
+
+def test_pinned_frontier_host_facts():
+    # OLCF Frontier User Guide, System Updates 2026-05-26: "Upgrade OS to SLES15 SP7" and "Upgrade Slingshot
+    # Host Software to 14.0.0, which includes libfabric/2.3.1"; "libfabric/1.15.2.0 has been removed".
+    s = site_mod.load("frontier")
+    assert (s.host.os, s.host.os_version) == ("sles", "15.7")
+    assert (s.fabric.libfabric_version, s.fabric.libfabric_path) == ("2.3.1", "/opt/cray/libfabric/2.3.1")
+    # OLCF gpu_aware_mpi_example/submit624.sbatch: bind mode by exports, not by the experimental modules
+    assert s.runtime().modules == s.runtime().bind_modules == ()
+    assert s.container.bind.env["LD_PRELOAD"] == "$CRAY_MPICH_ROOTDIR/gtl/lib/libmpi_gtl_hsa.so.0"
