@@ -345,6 +345,20 @@ def app_container_run(site: Site, runtime: str, image: str, argv: Sequence[str],
     return Run(runtime, side.argv, side.env, None, side.setup)
 
 
+def _completed(run: Run, timeout: float) -> subprocess.CompletedProcess:
+    """`run` once to its end; a failure or a timeout is a one-line HarnessError."""
+    try:
+        done = subprocess.run(run.argv, env=dict(run.env), cwd=run.cwd, capture_output=True, text=True,
+                              timeout=timeout, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise HarnessError(f"{run.label}: `{shlex.join(run.argv)[:300]}` ran past its timeout ({timeout} s)") from None
+    if done.returncode != 0:
+        tail = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()][-1:]
+        raise HarnessError(f"{run.label}: `{shlex.join(run.argv)[:300]}` exited with {done.returncode}"
+                           + (f" ({tail[0].strip()[:200]})" if tail else ""))
+    return done
+
+
 def _run_once(run: Run, workload) -> tuple[float, float]:
     """One run: (its metric, its wall time); a failed run or a missing metric is a one-line HarnessError."""
     import time
@@ -352,17 +366,8 @@ def _run_once(run: Run, workload) -> tuple[float, float]:
     from generator.app import expected, metric
 
     start = time.monotonic()
-    try:
-        done = subprocess.run(run.argv, env=dict(run.env), cwd=run.cwd, capture_output=True, text=True,
-                              timeout=workload.timeout, start_new_session=True)
-    except subprocess.TimeoutExpired:
-        raise HarnessError(f"{run.label}: `{shlex.join(run.argv)[:300]}` ran past workload.timeout "
-                           f"({workload.timeout} s)") from None
+    done = _completed(run, workload.timeout)
     seconds = time.monotonic() - start
-    if done.returncode != 0:
-        tail = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()][-1:]
-        raise HarnessError(f"{run.label}: `{shlex.join(run.argv)[:300]}` exited with {done.returncode}"
-                           + (f" ({tail[0].strip()[:200]})" if tail else ""))
     value = metric(workload, done.stdout)
     if value is None or value <= 0:
         last = [ln for ln in done.stdout.splitlines() if ln.strip()][-1:]
@@ -371,6 +376,34 @@ def _run_once(run: Run, workload) -> tuple[float, float]:
                            + (f"; its last output line: {last[0].strip()[:160]!r}" if last else "; it printed nothing")
                            + ("" if value is None else f"; got {value}, not a positive number") + ")")
     return value, seconds
+
+
+def collectives_problem(bare: Mapping | None, cont: Mapping | None) -> str | None:
+    """Why the container's collectives are not on the bare run's network, or None: the GPU twin of
+    the MPI transport check. Both sides' `collectives` records (workloads.dist.collectives)."""
+    if not bare or not bare.get("on_fabric"):
+        return None                     # the bare run is on sockets too (or says nothing): nothing to lose
+    if not cont or cont.get("network") is None:
+        return (f"bare metal's collectives use {bare['network']}, the container's said nothing "
+                f"({(cont or {}).get('evidence', 'no collectives record')})")
+    if not cont.get("on_fabric"):
+        return (f"the container's collectives fell back to {cont['network']} while bare metal's use "
+                f"{bare['network']} (container: {cont.get('evidence')}; bare: {bare.get('evidence')})")
+    if cont.get("network") != bare.get("network") or cont.get("provider") != bare.get("provider"):
+        return (f"the container's collectives use {cont['network']} ({cont.get('provider')}), bare metal's "
+                f"{bare['network']} ({bare.get('provider')})")
+    return None
+
+
+def records_of(run: Run, name: str, timeout: float) -> list[dict]:
+    """One run of `run`, its JSON records of workload `name` (a failed run is a one-line HarnessError)."""
+    out = []
+    for ln in _completed(run, timeout).stdout.splitlines():
+        with contextlib.suppress(ValueError):
+            rec = json.loads(ln)
+            if isinstance(rec, dict) and rec.get("workload") == name:
+                out.append(rec)
+    return out
 
 
 def _as_process(value: float, better: str) -> Process:

@@ -221,6 +221,12 @@ def test_ddp_across_nodes(benchmark, suite, site, scripts, allocation, verdicts,
     for nodes in NODES:
         bare = steps_run(scripts, allocation, workload, "bare", nodes)
         cont = steps_run(scripts, allocation, workload, runtime, nodes)
+        if nodes > 1:       # the collectives between the nodes: on the bare run's network, or no verdict
+            said = {r.label: (harness.records_of(r, workload, STEP_TIMEOUT) or [{}])[-1].get("collectives")
+                    for r in (bare, cont)}
+            problem = harness.collectives_problem(said[bare.label], said[cont.label])
+            if problem:
+                pytest.fail(f"{workload} ddp {nodes} nodes ({runtime}): {problem}", pytrace=False)
         comp, v = compare_steps(benchmark if nodes == max(NODES) else None, suite, bare, cont, workload,
                                 f"{workload} ddp {nodes} node{'s' if nodes > 1 else ''} ({runtime})", tol)
         verdicts.append(v)

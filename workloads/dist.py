@@ -7,6 +7,7 @@ with mpi4py as the fallback. Standard library only at import time.
 import os
 import re
 import socket
+import tempfile
 from dataclasses import dataclass
 
 # (launcher, rank variable, size variable, local-rank variables). Order matters: an mpirun
@@ -113,6 +114,7 @@ def init(torch, device_request):
         device = torch.device("cuda", info.local_rank % torch.cuda.device_count())
         torch.cuda.set_device(device)
         info.backend = "nccl"
+        os.environ.update(nccl_debug_env(os.environ, os.getpid()))
     else:
         info.backend = "gloo"
     if not torch.distributed.is_initialized():
@@ -136,3 +138,60 @@ def broadcast(torch, obj):
 def finish(torch):
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+
+
+# -- which network the collectives use ---------------------------------------------------------------
+# NCCL (and RCCL) say it at communicator set-up with NCCL_DEBUG=INFO: "NCCL INFO Using network Socket"
+# (TCP sockets), "... Using network IB", or the plugin's name ("AWS Libfabric", "Libfabric") when the
+# aws-ofi plugin carries them over libfabric ("NET/OFI Selected provider is cxi").
+
+USING_NETWORK = re.compile(r"NCCL INFO Using network (\S[^\n]*?)\s*$", re.M)
+OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([A-Za-z0-9_;+-]+)")
+SOCKET_NETWORKS = ("Socket",)
+
+
+def nccl_debug_env(environ, pid):
+    """What makes NCCL write its set-up lines to a file of this process: nothing when the user chose
+    NCCL_DEBUG (their NCCL_DEBUG_FILE, if any, is read)."""
+    if environ.get("NCCL_DEBUG"):
+        return {}
+    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
+            "NCCL_DEBUG_FILE": os.path.join(tempfile.gettempdir(), f"workloads-nccl-{pid}.log")}
+
+
+def parse_nccl_log(text):
+    """{"network", "on_fabric", "provider", "evidence"} from NCCL_DEBUG=INFO output; network None when
+    NCCL did not say (no INFO lines)."""
+    found = list(USING_NETWORK.finditer(text or ""))
+    if not found:
+        return {"network": None, "on_fabric": None, "provider": None,
+                "evidence": "no 'NCCL INFO Using network' line (NCCL_DEBUG=INFO not in effect?)"}
+    last = found[-1]
+    network = last.group(1)
+    provider = OFI_PROVIDER.search(text)
+    line = text[text.rfind("\n", 0, last.start()) + 1:last.end()].strip()
+    return {"network": network, "on_fabric": network not in SOCKET_NETWORKS,
+            "provider": provider.group(1) if provider else None, "evidence": line[-200:]}
+
+
+def collectives(torch):
+    """The network torch.distributed's collectives use in this process, or None when not distributed."""
+    if not torch.distributed.is_available() or not torch.distributed.is_initialized():
+        return None
+    return collectives_of(str(torch.distributed.get_backend()), os.environ)
+
+
+def collectives_of(backend, env):
+    """gloo always runs over TCP; for NCCL/RCCL: the set-up lines NCCL wrote (see nccl_debug_env)."""
+    if backend == "gloo":
+        iface = env.get("GLOO_SOCKET_IFNAME", "")
+        return {"backend": "gloo", "network": "tcp", "on_fabric": False, "provider": None,
+                "evidence": f"gloo runs over TCP sockets ({'GLOO_SOCKET_IFNAME=' + iface if iface else 'default interface'})"}
+    text, path = "", env.get("NCCL_DEBUG_FILE", "")
+    if path and "%" not in path:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            text = ""
+    return {"backend": backend, **parse_nccl_log(text)}

@@ -126,6 +126,7 @@ def parallel_keys(torch, args, info, device):
         "gpus": gpus_used(torch, mode, device),
         "launcher": info.launcher,
         "backend": info.backend or None,
+        "collectives": dist.collectives(torch) if mode == "ddp" else None,
         "local_rank": info.local_rank,
         "global_batch_size": args.batch_size * info.world_size,
         "threads": torch.get_num_threads(),
