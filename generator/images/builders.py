@@ -26,19 +26,28 @@ class BuildResult:
     cached: bool         # the tag existed: nothing was built
 
 
+# The site's host.arch → the OCI platform its images are built for (and the machine names Linux reports).
+PLATFORM = {"x86_64": "linux/amd64", "aarch64": "linux/arm64", "ppc64le": "linux/ppc64le"}
+
+
 def build_argv(builder: str, context: Path, tag: str, *, target: str | None = None, secret: str | None = None,
-               cache_from: str | None = None, cache_to: str | None = None) -> tuple[str, ...]:
+               cache_from: str | None = None, cache_to: str | None = None,
+               platform: str | None = None) -> tuple[str, ...]:
+    """The builder's command line; `platform` (e.g. linux/arm64) only for a build for another
+    architecture than the machine's (natively each builder builds for its own)."""
     df = str(context / "Dockerfile")
     tgt = ("--target", target) if target else ()
     sec = ("--secret", f"id=ca,src={secret}") if secret else ()
+    plat = ("--platform", platform) if platform else ()
     if builder in ("podman", "buildah"):
-        return (builder, "build", "--layers", "-f", df, "-t", tag, *tgt, *sec, str(context))
+        return (builder, "build", "--layers", *plat, "-f", df, "-t", tag, *tgt, *sec, str(context))
     if builder == "docker":
         cache = (*(("--cache-from", cache_from) if cache_from else ()), *(("--cache-to", cache_to) if cache_to else ()))
-        return ("docker", "buildx", "build", "--load", "--progress=plain", "-f", df, "-t", tag, *tgt, *sec, *cache,
-                str(context))
+        return ("docker", "buildx", "build", "--load", "--progress=plain", *plat, "-f", df, "-t", tag, *tgt, *sec,
+                *cache, str(context))
     if builder == "ch-image":  # no RUN --mount secrets in ch-image: the Dockerfile must not need them
-        return ("ch-image", "build", "-f", df, "-t", tag, *tgt, str(context))
+        arch = (f"--arch={platform.split('/')[1]}",) if platform else ()
+        return ("ch-image", "build", *arch, "-f", df, "-t", tag, *tgt, str(context))
     raise UsageError(f"unknown builder '{builder}' (valid: {', '.join(OCI_BUILDERS)})")
 
 
@@ -89,3 +98,17 @@ def inspect_local(builder: str, tag: str) -> tuple[int, str]:
         out = quiet(("podman", "image", "inspect", "--format", "{{.Size}} {{.Digest}}", tag), "inspect", text=True)
     size, _, digest = out.stdout.strip().partition(" ")
     return int(size or 0), digest
+
+
+def target_platform(arch: str, machine: str, binfmt: Path = Path("/proc/sys/fs/binfmt_misc")) -> str | None:
+    """The --platform of a build of the site's images on this machine (`machine`, as platform.machine()
+    says): None natively; the site's platform where a QEMU binfmt handler runs its RUN steps; otherwise
+    a one-line UsageError."""
+    native = {"x86_64": ("x86_64", "amd64"), "aarch64": ("aarch64", "arm64"), "ppc64le": ("ppc64le",)}
+    if machine in native.get(arch, (arch,)):
+        return None
+    if (binfmt / f"qemu-{arch}").exists():
+        return PLATFORM.get(arch, arch)     # emulated: correct, several times slower for the compiles
+    raise UsageError(f"the site's images are {PLATFORM.get(arch, arch)} and this machine is {machine}: build on an "
+                     f"{arch} machine, or register QEMU for {arch} (Debian: apt-get install qemu-user-static "
+                     "binfmt-support) and build emulated")

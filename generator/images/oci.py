@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import catalog
 from ..site import Site
 from .base import ensure_base_image
-from .builders import BuildResult, build_argv, exists_argv, find_builder, inspect_local
+from .builders import BuildResult, build_argv, exists_argv, find_builder, inspect_local, target_platform
 from .context import CACHE_DIR, ca_bundle, prepare_context
 from .process import stderr_progress, stream, succeeds
 from .registry import push as push_image, push_target, verify_push
@@ -32,13 +32,16 @@ def build_image(site: Site, recipe: str | catalog.Recipe, *, tag: str | None = N
     if cached:
         progress(f"{local} exists: nothing to build")
     else:
+        import platform
+        plat = target_platform(site.host.arch, platform.machine())
         ensure_base_image(site, builder=builder, progress=progress)
         cache_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="context-", dir=cache_dir) as ctx:
             prepare_context(site, recipe, "docker", Path(ctx), cache_dir, progress)
             secret = ca_bundle() if site.software.pip_cert_secret and builder != "ch-image" else None
             stream(build_argv(builder, Path(ctx), local, target=target, secret=secret, cache_from=cache_from,
-                               cache_to=cache_to), progress, f"{builder} build of {local}")
+                               cache_to=cache_to, platform=plat), progress,
+                   f"{builder} build of {local}" + (f" for {plat} (emulated)" if plat else ""))
     size, digest = inspect_local(builder, local)
     ref = local
     if remote:

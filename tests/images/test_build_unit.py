@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from generator import catalog, cli, errors, render, site as site_mod
+from generator.errors import UsageError
 from generator.images import base, builders, context, convert, process, tags
 
 TAG = re.compile(r"^localhost/gen-recipe/pytorch-local:0\.1\.0-[0-9a-f]{12}$")
@@ -47,6 +48,27 @@ def test_build_argv_per_builder(tmp_path):
     assert ("--cache-from", "type=gha") == docker[-5:-3] and docker[-1] == str(tmp_path)
     assert builders.build_argv("buildah", tmp_path, "t")[0:2] == ("buildah", "build")
     assert "--secret" not in builders.build_argv("ch-image", tmp_path, "t")
+
+
+def test_images_are_built_for_the_sites_architecture(tmp_path):
+    """Alps is aarch64 (GH200; CSCS "Alps hardware"): its images are linux/arm64, whatever builds them."""
+    alps = site_mod.load("alps")
+    assert alps.host.arch == "aarch64" and builders.PLATFORM[alps.host.arch] == "linux/arm64"
+    for builder in ("podman", "buildah", "docker"):
+        argv = builders.build_argv(builder, tmp_path, "t", platform="linux/arm64")
+        assert argv[argv.index("--platform") + 1] == "linux/arm64"
+    assert "--arch=arm64" in builders.build_argv("ch-image", tmp_path, "t", platform="linux/arm64")
+    others = [n for n in sorted(set(site_mod.builtin_names().values())) if site_mod.load(n).host.arch != "x86_64"]
+    assert others == ["alps"]
+    assert "--platform" not in builders.build_argv("podman", tmp_path, "t")     # natively: the machine's own
+    # an arm64 image needs an arm64 machine (no flag) or QEMU registered for it; this x86_64 machine is told so
+    assert builders.target_platform("aarch64", "aarch64") is None
+    assert builders.target_platform("aarch64", "arm64") is None
+    assert builders.target_platform("x86_64", "x86_64") is None
+    (tmp_path / "qemu-aarch64").write_text("enabled\n")
+    assert builders.target_platform("aarch64", "x86_64", binfmt=tmp_path) == "linux/arm64"
+    with pytest.raises(UsageError, match="linux/arm64 and this machine is x86_64: build on an aarch64 machine"):
+        builders.target_platform("aarch64", "x86_64", binfmt=tmp_path / "none")
 
 
 def test_push_and_inspect_argv_use_plain_http_only_locally(tmp_path):

@@ -35,3 +35,12 @@ def test_image_workflow_builds_through_gen_recipe():
     assert 'gen-recipe build "${args[@]}"' in text and "--format apptainer" in text
     assert "gen-recipe lint build/" in text and "--push --registry" in text
     assert "./scripts/test" in (WORKFLOWS / "test.yml").read_text()
+
+
+def test_each_site_builds_on_a_runner_of_its_architecture():
+    """Alps is aarch64: its docker job runs on the arm64 runner (gen-recipe build then builds natively)."""
+    from generator import site as site_mod
+    text = (WORKFLOWS / "images.yml").read_text()
+    arm = sorted(n for n in set(site_mod.builtin_names().values()) if site_mod.load(n).host.arch == "aarch64")
+    assert arm == ["alps"]
+    assert "runs-on: ${{ matrix.site == 'alps' && 'ubuntu-24.04-arm' || 'ubuntu-latest' }}" in text
