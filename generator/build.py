@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-to", default=None, help="buildx --cache-to (e.g. type=gha,mode=max)")
     parser.add_argument("--out", type=Path, default=None, help="SIF path for --format apptainer "
                         "(default: <recipe>-<site>.sif)")
+    parser.add_argument("--export", type=Path, default=None, metavar="FILE",
+                        help="write the image as the site's runtime runs it from a file (air-gapped sites): "
+                        "FILE.tar.gz for Charliecloud, FILE.sif for Apptainer/Singularity, with FILE.sha256 beside it")
 
 
 def _size(n: int) -> str:
@@ -55,6 +58,14 @@ def _size(n: int) -> str:
 def run(args: argparse.Namespace) -> int:
     site = site_mod.load(args.site)
     push = (args.registry or True) if args.push else None
+    if args.export:
+        from .images.export import export_image
+        if args.push or args.tag or args.target or args.out:
+            raise UsageError("--export writes one file: leave out --push, --tag, --target and --out")
+        done = export_image(site, args.recipe, args.export, builder=args.builder)
+        print(f"exported: {done.path} ({_size(done.size_bytes)}), sha256 {done.sha256} in {done.path.name}.sha256; "
+              f"copy both to the site")
+        return 0
     if args.format == "apptainer":
         if args.tag or args.target:
             raise UsageError("--tag and --target apply to --format docker (use --out for the SIF path)")

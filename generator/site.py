@@ -230,6 +230,9 @@ class BindMode(Facts):
 class Container(Facts):
     runtime: RuntimeName = _f("apptainer", doc="default runtime (one of [[runtimes]])")
     mpi_mode: MpiMode = _f("bind", "hybrid", "bind = host MPI mounted in; hybrid = container MPI matching the host")
+    image_from: Literal["registry", "file"] = _f("file", "registry", "how images reach the compute nodes: pulled "
+                                                 "from a registry, or a file copied in (air-gapped sites: gen-recipe "
+                                                 "build --export), checked against its .sha256 when the job starts")
     binds: tuple[str, ...] = _f(("/lustre/orion",), (), "paths mounted in every run (src[:dst])", kind="path")
     env: Mapping[str, str] = _f({"OMP_NUM_THREADS": "7"}, None, "environment of every container run", kind="text", keys="env")
     annotations: Mapping[str, str] = _f({"com.hooks.cxi.enabled": "true"}, None,

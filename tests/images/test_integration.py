@@ -233,3 +233,36 @@ def test_push_that_cannot_be_verified_fails_clearly(pushed, registry, run_env):
     assert last.startswith(f"gen-recipe: pushed {bad}/pytorch-local:0.1.0-")
     assert re.search(r" as sha256:[0-9a-f]{64}, but the registry serves manifest sha256:[0-9a-f]{64}: ", last), last
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_export_round_trip_for_an_air_gapped_site(local_build, run_env, tmp_path):
+    """gen-recipe build --export writes the file a Charliecloud site runs and its .sha256; the launch script
+    of a site whose images arrive as files checks it, unpacks it and runs; a wrong checksum stops the job
+    before anything runs."""
+    out = tmp_path / "pytorch-local.tar.gz"
+    made = gen_recipe("build", "--site", "local", "--recipe", "pytorch", "--export", str(out), env=run_env)
+    assert made.returncode == 0, made.stderr[-2000:]
+    digest = hashlib.sha256(out.read_bytes()).hexdigest()
+    assert (tmp_path / "pytorch-local.tar.gz.sha256").read_text() == f"{digest}  pytorch-local.tar.gz\n"
+    assert f"sha256 {digest}" in made.stdout
+    checked = subprocess.run(["sha256sum", "--check", "--strict", "pytorch-local.tar.gz.sha256"], cwd=tmp_path,
+                             capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    site_file = tmp_path / "airgapped.toml"
+    site_file.write_text((REPO / "sites" / "local.toml").read_text().replace(
+        '[container]\n', '[container]\nimage_from = "file"\n', 1))
+    script = tmp_path / "job.sh"
+    made = gen_recipe("launch", "--site", str(site_file), "--workload", "mnist", "--tasks-per-node", "2",
+                      "--out", str(script), "--", *SMOKE[3:], env=run_env)
+    assert made.returncode == 0, made.stderr
+    assert "image_file=pytorch-local.tar.gz" in script.read_text()     # the default: <recipe>-<site>.tar.gz
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=run_env, timeout=900, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = last_json(proc.stdout)
+    assert (record["world_size"], record["mode"], record["torch"]) == (2, "ddp", "2.13.0+cpu")
+    assert (tmp_path / f"pytorch-local-{digest[:12]}" / "ch" / "environment").is_file()    # unpacked once, here
+    (tmp_path / "pytorch-local.tar.gz.sha256").write_text(f"{'0' * 64}  pytorch-local.tar.gz\n")
+    refused = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=run_env, timeout=300,
+                             cwd=tmp_path)
+    assert refused.returncode != 0 and "does not match" in refused.stderr
+    assert not [ln for ln in refused.stdout.splitlines() if ln.startswith("{")]       # nothing ran

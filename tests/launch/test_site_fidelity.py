@@ -129,3 +129,19 @@ def test_pinned_frontier_host_facts():
     # OLCF gpu_aware_mpi_example/submit624.sbatch: bind mode by exports, not by the experimental modules
     assert s.runtime().modules == s.runtime().bind_modules == ()
     assert s.container.bind.env["LD_PRELOAD"] == "$CRAY_MPICH_ROOTDIR/gtl/lib/libmpi_gtl_hsa.so.0"
+
+
+def test_air_gapped_sites_check_the_image_file_before_the_job():
+    """SuperMUC-NG has no internet (PASC 2020: images built elsewhere, copied in): the script runs the
+    exported file, and checks it against its .sha256 before the launcher line; its bare twin does not."""
+    s = site_mod.load("supermuc")
+    assert s.host.internet == "no" and s.container.image_from == "file"
+    text = launch.script(s, launch.Job(nodes=2))
+    check = text.index('sha256sum --check --strict --quiet "$(basename "$image_file").sha256"')
+    assert "image_file=pytorch-supermuc.tar.gz" in text and "exit 1" in text[check:]
+    assert check < text.index('ch-convert -i tar -o dir "$image_file" "$image"') < text.index("mpiexec -n 2")
+    assert '--join "${image:-}" -- python3' in text
+    assert "sha256sum" not in launch.script(s, launch.Job(nodes=2, bare=True, workloads_dir="/w"))
+    registry_sites = [n for n in SITES if site_mod.load(n).container.image_from == "registry"]
+    assert all("sha256sum" not in _script(site_mod.load(n), site_mod.load(n).container.runtime,
+                                          site_mod.load(n).container.mpi_mode) for n in registry_sites)

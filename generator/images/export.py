@@ -1,0 +1,86 @@
+"""`gen-recipe build --export PATH`: the image as one file, for sites whose compute nodes cannot pull
+(air-gapped: build where there is internet, copy the file and its checksum in).
+
+The file is what the site's runtime consumes: a gzipped tarball of the image's root for Charliecloud
+(`ch-convert -i tar -o dir FILE.tar.gz DIR`, then `ch-run DIR`), a SIF for Apptainer and Singularity. Beside it,
+`PATH.sha256` in sha256sum's format; the launch scripts of sites with `container.image_from = "file"`
+check it before the job starts.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import catalog
+from ..errors import UsageError
+from ..files import write_atomic
+from ..runtimes import PLATFORMS
+from ..site import Site
+from .builders import BuildResult
+from .convert import _charliecloud_dir
+from .oci import build_image
+from .process import need, quiet, stderr_progress
+from .sif import build_sif, file_sha256
+
+# The runtime's image kind → the file suffix an export has (what `ch-convert`/`apptainer` recognise).
+SUFFIX = {"directory": ".tar.gz", "sif": ".sif"}
+
+
+@dataclass(frozen=True)
+class Exported:
+    path: Path
+    sha256: str
+    size_bytes: int
+    build: BuildResult
+
+
+def export_suffix(site: Site, runtime: str | None = None) -> str:
+    """The suffix of the site's exported image file; a one-line UsageError for runtimes that pull."""
+    rt = site.runtime(runtime).name
+    kind = PLATFORMS[rt].image
+    if kind not in SUFFIX:
+        raise UsageError(f"site {site.name}'s runtime {rt} pulls images from a registry: --export writes files for "
+                         "charliecloud (.tar.gz) and apptainer/singularity (.sif)")
+    return SUFFIX[kind]
+
+
+def sha256_line(path: Path, digest: str) -> str:
+    """The sidecar's text: what `sha256sum --check` reads, next to the file."""
+    return f"{digest}  {path.name}\n"
+
+
+def export_image(site: Site, recipe: str | catalog.Recipe, path: Path, *, builder: str | None = None,
+                 progress: Callable[[str], None] = stderr_progress) -> Exported:
+    """Build `recipe` for `site` and write it to `path` (atomically) with `path`.sha256 beside it."""
+    recipe = catalog.load(recipe)
+    suffix = export_suffix(site)
+    path = Path(path).absolute()
+    if not path.name.endswith(suffix):
+        raise UsageError(f"--export {path.name}: site {site.name} runs {suffix} files "
+                         f"(e.g. --export {recipe.name}-{site.name}{suffix})")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.{os.getpid()}.part{suffix}")     # the suffix tells ch-convert the format
+    try:
+        if suffix == ".sif":
+            result = build_sif(site, recipe, out=part, builder=builder, progress=progress)
+        else:
+            result = build_image(site, recipe, builder=builder, progress=progress)
+            need("ch-convert", f"write {path.name}")
+            with tempfile.TemporaryDirectory(prefix=".export-", dir=path.parent) as tmp:
+                root = _charliecloud_dir(result.ref, Path(tmp) / "root", progress)
+                progress(f"writing {path.name} (ch-convert)")
+                quiet(("ch-convert", "-i", "dir", "-o", "tar", root, str(part)), f"ch-convert to {path.name}")
+        digest = file_sha256(part)
+        os.replace(part, path)
+    finally:
+        for leftover in (part, part.with_name(part.name + ".tag")):
+            if leftover.exists():
+                leftover.unlink()
+    write_atomic(path.with_name(path.name + ".sha256"), sha256_line(path, digest))
+    return Exported(path, digest, path.stat().st_size, result)
+
+
