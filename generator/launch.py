@@ -110,8 +110,9 @@ def launcher(site: Site, nodes: int, tasks: int, gpus: int, forward: Sequence[st
     """The launcher prefix for nodes × tasks ranks; `forward`: variables Open MPI's mpirun must pass."""
     name, total = site.host.launcher, nodes * tasks
     if name == "srun":
+        per_gpu = site.host.rank_binding if gpus and tasks == gpus else ()    # one rank per GPU: the site's layout
         return ("srun", f"--nodes={nodes}", f"--ntasks-per-node={tasks}",
-                *([f"--gpus-per-node={gpus}"] if gpus else []),
+                *(per_gpu or ([f"--gpus-per-node={gpus}"] if gpus else [])),
                 *([f"--mpi={site.mpi.pmi}"] if site.mpi.pmi != "none" else []))
     if name in ("mpirun", "mpiexec") and site.mpi.flavour == "openmpi":
         return (name, "-np", str(total), "--map-by", f"ppr:{tasks}:node",

@@ -77,7 +77,7 @@ KINDS: Mapping[str, tuple[re.Pattern, str]] = {k: (re.compile(v[0]), v[1]) for k
     "imgpath": (r"(/[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,127}){1,16}", "an absolute path in the image such as /opt/app"),
     "value": (r"[A-Za-z0-9_./:,=@%+ -]{0,1024}", "letters, digits, spaces and _ . / : , = @ % + - (no quotes, no $)"),
     "unit": (r"[A-Za-z0-9/%._ -]{1,32}", "a unit such as samples/s"),
-    "option": (r"--[a-z][a-z0-9-]{0,63}(=[A-Za-z0-9_.,:/+-]{1,256})?", "a long option such as --network=disable_rdzv_get"),
+    "option": (r"--[a-z][a-z0-9-]{0,63}(=[A-Za-z0-9_.,:/+=-]{1,512})?", "a long option such as --network=disable_rdzv_get"),
 }.items()}
 MAX_BYTES = 1 << 20          # a site file is a page of facts, not a megabyte
 MAX_INT = 1 << 20
@@ -160,6 +160,9 @@ class Host(Facts):
     internet: Internet = _f("no", "unknown", "can compute nodes reach the internet")
     proxy: str = _f("http://proxy.example.org:3128/", "", "HTTP(S) proxy for compute nodes", kind="url")
     modules: tuple[str, ...] = _f(("PrgEnv-gnu",), (), "modules loaded for bare and container runs alike", kind="module")
+    rank_binding: tuple[str, ...] = _f(("--cpus-per-task=7", "--gpus-per-task=1", "--gpu-bind=closest"), (),
+                                       "srun options of the site's one-rank-per-GPU examples (cores, GPU binding); "
+                                       "they replace --gpus-per-node on the srun line", kind="option")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -44,8 +44,14 @@ def test_launch_script_fits_the_site(site, launch_case, tmp_path):
     script = launch.script(site, launch.Job(recipe="pytorch", workload="cnn", nodes=nodes, mode=mode,
                                             runtime=runtime, bare=bare))
     assert script.startswith("#!/bin/bash") and "set -euo pipefail" in script
-    for module in (*site.host.modules, *site.mpi.modules):
+    host_mpi = mode == "bind" or bare or site.host.launcher in launch.MPI_LAUNCHERS
+    for module in (*site.host.modules, *(site.mpi.modules if host_mpi else ())):
         assert module in script, f"module {module} is not loaded"
+    if not host_mpi:        # a hybrid run mounts no host MPI: neither its modules nor the runtime's bind machinery
+        for module in (*site.mpi.modules, *site.runtime(runtime).bind_modules):
+            assert f" {module}" not in script.split("\n\n", 1)[1], f"hybrid script loads {module}"
+    for key in site.fabric.collectives.env:
+        assert key in script, f"the site's collectives setting {key} is not set"
     if site.host.launcher != "none":
         assert site.host.launcher in script, f"the site's launcher {site.host.launcher} is not used"
     if site.host.launcher == "srun" and site.mpi.pmi != "none":

@@ -6,6 +6,7 @@ appear outside a comment or a quoted word."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import stat
@@ -26,7 +27,7 @@ else:
     import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[2]
-STUBS = ("srun", "mpirun", "mpiexec", "aprun", "module", "apptainer", "singularity", "ch-run", "ch-fromhost",
+STUBS = ("srun", "mpirun", "mpiexec", "aprun", "module", "apptainer", "singularity", "ch-run", "ch-fromhost", "ch-convert",
          "udocker", "podman", "podman-hpc", "docker", "sarus", "python3")
 PAYLOADS = ("$(touch {m})", "`touch {m}`", "\"; touch {m}; \"", "'; touch {m}; '", "${{IFS}}$(touch {m})",
             "x\ntouch {m}", "EOF\ntouch {m}\nEOF")
@@ -68,6 +69,9 @@ def stubs(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("name", all_sites())
 def test_no_payload_runs_from_launch_scripts_or_hides_in_recipes(name, stubs, tmp_path):
     refused_total = 0
+    image = tmp_path / "img.sif"                # a file-image site's script checks it first (sha256sum --check)
+    image.write_text("image\n")
+    (tmp_path / "img.sif.sha256").write_text(f"{hashlib.sha256(b'image' + bytes([10])).hexdigest()}  img.sif\n")
     for i, template in enumerate(PAYLOADS):
         marker = tmp_path / f"pwned-{i}"
         payload = template.format(m=marker)

@@ -32,7 +32,8 @@ def test_default_image_is_what_build_makes(capsys):
 def test_sif_default_for_apptainer(capsys):
     rc, out, _ = run_cli(capsys, "--site", "frontier", "--nodes", "4", "--gpus-per-node", "2")
     assert rc == 0
-    assert "apptainer exec --rocm" in out and " pytorch-frontier.sif " in out.replace("\\\n", "")
+    flat = " ".join(out.replace("\\\n", " ").split())
+    assert "apptainer exec --rocm pytorch-frontier.sif " in flat
     assert "#SBATCH --nodes=4" in out and "#SBATCH --gpus-per-node=2" in out
 
 

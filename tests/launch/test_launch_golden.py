@@ -102,9 +102,11 @@ def test_bare_twin_shares_modules_env_and_launcher():
     bare = launch.script(s, _job(s, "bind", True)).splitlines()
     assert [ln for ln in box if ln.startswith("module load")] == [ln for ln in bare if ln.startswith("module load")]
     assert len([ln for ln in box if ln.startswith("module load")]) == 2     # the host's, the host MPI's
-    prefix = "srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --mpi=pmi2 "
-    assert any(ln.startswith(prefix + "apptainer exec --rocm") for ln in box)
-    assert any(ln.startswith(prefix + "python3 -m workloads.cnn") for ln in bare)
+    # one rank per GCD, 7 cores each, the closest GPU (OLCF "PyTorch on Frontier": srun -c7 --gpus-per-task=1 --gpu-bind=closest)
+    prefix = "srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 --gpus-per-task=1 --gpu-bind=closest --mpi=pmi2 "
+    flat = lambda lines: " ".join(" ".join(lines).replace(" \\ ", " ").split())   # noqa: E731
+    assert prefix + "apptainer exec --rocm" in flat(box)
+    assert prefix + "python3 -m workloads.cnn" in flat(bare)
     assert "export MPICH_GPU_SUPPORT_ENABLED=1" in bare
     assert "export APPTAINERENV_MPICH_GPU_SUPPORT_ENABLED=1" in box
     assert not any("LD_PRELOAD" in ln for ln in bare)   # loader paths come from the modules on the host

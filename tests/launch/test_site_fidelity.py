@@ -145,3 +145,17 @@ def test_air_gapped_sites_check_the_image_file_before_the_job():
     registry_sites = [n for n in SITES if site_mod.load(n).container.image_from == "registry"]
     assert all("sha256sum" not in _script(site_mod.load(n), site_mod.load(n).container.runtime,
                                           site_mod.load(n).container.mpi_mode) for n in registry_sites)
+
+
+def test_one_rank_per_gpu_layout_follows_the_sites_examples():
+    # OLCF "PyTorch on Frontier" (pytorch_frontier.rst lines 496-497): srun -N2 -n16 -c7 --gpus-per-task=1 --gpu-bind=closest
+    frontier = _script(site_mod.load("frontier"), "apptainer", "hybrid")
+    assert "--ntasks-per-node=8 --cpus-per-task=7 --gpus-per-task=1 --gpu-bind=closest" in frontier
+    # LUMI AI Guide 05-multi-gpu-and-node/run_ddp_srun.sh: --cpus-per-task=7 and srun --cpu-bind=v,mask_cpu=...
+    lumi = _script(site_mod.load("lumi"), "singularity", "hybrid")
+    assert "--cpus-per-task=7" in lumi and "--cpu-bind=v,mask_cpu=0x00fe000000000000,0xfe00000000000000," in lumi
+    # CSCS Slurm page, "One rank per GPU": --ntasks-per-node=4 --gpus-per-task=1
+    assert "--ntasks-per-node=4 --gpus-per-task=1" in _script(site_mod.load("alps"), "ce", "hybrid")
+    # one rank per node (fewer ranks than GPUs): no per-GPU binding, the node's GPUs as before
+    few = launch.script(site_mod.load("frontier"), launch.Job(tasks_per_node=1, image=IMAGE))
+    assert "--gpus-per-task" not in few and "srun --nodes=1 --ntasks-per-node=1 --gpus-per-node=8" in few

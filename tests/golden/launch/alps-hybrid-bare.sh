@@ -15,4 +15,4 @@ export MPIR_CVAR_CH4_OFI_ENABLE_HMEM=1
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 
-srun --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 --mpi=pmi2 python3 -m workloads.cnn --mode ddp
+srun --nodes=2 --ntasks-per-node=4 --gpus-per-task=1 --mpi=pmi2 python3 -m workloads.cnn --mode ddp

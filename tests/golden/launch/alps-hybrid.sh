@@ -24,5 +24,5 @@ MPIR_CVAR_CH4_OFI_ENABLE_HMEM = "1"
 "com.hooks.aws_ofi_nccl.variant" = "cuda12"
 EOF
 
-srun --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 --mpi=pmi2 --environment=pytorch-alps-0.1.0 python3 -m workloads.cnn \
+srun --nodes=2 --ntasks-per-node=4 --gpus-per-task=1 --mpi=pmi2 --environment=pytorch-alps-0.1.0 python3 -m workloads.cnn \
     --mode ddp

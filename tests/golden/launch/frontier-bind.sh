@@ -33,5 +33,5 @@ export APPTAINERENV_LD_LIBRARY_PATH="${CRAY_MPICH_ROOTDIR:-}/gtl/lib:/opt/rocm/l
 export APPTAINERENV_LD_PRELOAD="${CRAY_MPICH_ROOTDIR:-}/gtl/lib/libmpi_gtl_hsa.so.0"
 export APPTAINERENV_MPICH_GPU_SUPPORT_ENABLED=1
 
-srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --mpi=pmi2 apptainer exec --rocm pytorch-frontier.sif python3 -m workloads.cnn \
-    --mode ddp
+srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 --gpus-per-task=1 --gpu-bind=closest --mpi=pmi2 apptainer exec \
+    --rocm pytorch-frontier.sif python3 -m workloads.cnn --mode ddp

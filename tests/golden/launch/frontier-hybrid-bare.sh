@@ -31,4 +31,5 @@ export FI_CXI_RX_MATCH_MODE=hybrid
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 
-srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --mpi=pmi2 python3 -m workloads.cnn --mode ddp
+srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 --gpus-per-task=1 --gpu-bind=closest --mpi=pmi2 python3 -m workloads.cnn \
+    --mode ddp

@@ -22,4 +22,6 @@ export FI_CXI_DISABLE_CQ_HUGETLB=1
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 
-srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --mpi=pmi2 python3 -m workloads.cnn --mode ddp
+srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 \
+    --cpu-bind=v,mask_cpu=0x00fe000000000000,0xfe00000000000000,0x0000000000fe0000,0x00000000fe000000,0x00000000000000fe,0x000000000000fe00,0x000000fe00000000,0x0000fe0000000000 \
+    --mpi=pmi2 python3 -m workloads.cnn --mode ddp

@@ -18,5 +18,6 @@ export SINGULARITYENV_CXI_FORK_SAFE=1
 export SINGULARITYENV_CXI_FORK_SAFE_HP=1
 export SINGULARITYENV_FI_CXI_DISABLE_CQ_HUGETLB=1
 
-srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --mpi=pmi2 singularity exec --rocm pytorch-lumi.sif python3 -m workloads.cnn \
-    --mode ddp
+srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 \
+    --cpu-bind=v,mask_cpu=0x00fe000000000000,0xfe00000000000000,0x0000000000fe0000,0x00000000fe000000,0x00000000000000fe,0x000000000000fe00,0x000000fe00000000,0x0000fe0000000000 \
+    --mpi=pmi2 singularity exec --rocm pytorch-lumi.sif python3 -m workloads.cnn --mode ddp

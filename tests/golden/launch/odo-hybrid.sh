@@ -28,5 +28,5 @@ export APPTAINERENV_FI_CXI_RDZV_GET_MIN=0
 export APPTAINERENV_FI_CXI_DEFAULT_TX_SIZE=2048
 export APPTAINERENV_FI_CXI_RX_MATCH_MODE=hybrid
 
-srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --mpi=pmi2 apptainer exec --rocm pytorch-odo.sif python3 -m workloads.cnn \
-    --mode ddp
+srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 --gpus-per-task=1 --gpu-bind=closest --mpi=pmi2 apptainer exec \
+    --rocm pytorch-odo.sif python3 -m workloads.cnn --mode ddp
