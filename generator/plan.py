@@ -54,6 +54,8 @@ class Plan:
     verbs: bool
     net_plugin: str
     net_plugin_version: Version | None
+    gpu_memory: str        # "cuda" / "rocm": libfabric (and MPICH where it can) take GPU buffers; "" otherwise
+    mpi_gpu: str           # "cuda" / "rocm": the container MPICH is built GPU-aware; "" otherwise
     torch_index: str
     torch_wheel: str
     gpu_home: str          # the GPU stack's prefix in the base image ("" for CPU images)
@@ -162,6 +164,24 @@ def plan(site: Site) -> Plan:
             f"{'RCCL' if site.gpu.stack == 'rocm' else 'NCCL'} reaches Slingshot only through libfabric",
             ("gpu.stack", "fabric.provider", "software.aws_ofi"))
 
+    gpu_memory, mpi_gpu = "", ""
+    if plugin:      # GPU collectives over Slingshot: the image's libfabric must register GPU memory
+        gpu_memory = site.gpu.stack
+        say("libfabric GPU memory", {"cuda": "--with-cuda --enable-cuda-dlopen", "rocm": "--with-rocr"}[gpu_memory],
+            "NCCL/RCCL and GPU-aware MPI hand GPU buffers to libfabric (the LUMI AI Factory, CSCS and NERSC "
+            "recipes build it so; Spack's libfabric +cuda/+rocm)", ("gpu.stack", "fabric.provider"))
+        # Spack's mpich takes +rocm from 4.1 on (+cuda from 3.4); here both from 4.1, whose yaksa is told the
+        # GPU architecture (--with-cuda-sm / --with-hip-sm) instead of guessing it on a build machine without GPUs
+        if mpi.flavour == "mpich" and mpi.version.parts[:2] >= (4, 1):
+            mpi_gpu = gpu_memory
+            say("MPICH GPU support", {"cuda": "--with-cuda", "rocm": "--with-hip"}[mpi_gpu] + f" for {site.gpu.arch}",
+                "hybrid runs pass GPU buffers to the container's MPICH (CSCS: MPICH \"with CUDA support\")",
+                ("gpu.stack", "gpu.arch", "mpi.version"))
+        elif mpi.flavour == "mpich":
+            say("MPICH GPU support", "none", f"not built into MPICH {mpi.version} (GPU support from MPICH 4.1 on here; "
+                "Spack's recipe takes ROCm from 4.1): GPU-aware MPI runs in bind mode, through the host's MPI",
+                ("gpu.stack", "mpi.version"))
+
     if sw.torch_wheel:
         say("torch", f"{sw.torch} from the build context ({sw.torch_wheel})",
             "the site builds offline from a local wheel", ("software.torch", "software.torch_wheel"))
@@ -189,6 +209,7 @@ def plan(site: Site) -> Plan:
         else "the container's own MPI, matching the host's, launched by the host launcher",
         ("container.mpi_mode",))
     return Plan(mpi=mpi, libfabric=libfabric, providers=providers, libcxi=libcxi, psm2=psm2, ucx=ucx,
-                verbs=verbs, net_plugin=plugin, net_plugin_version=plugin_version, torch_index=sw.torch_index,
+                verbs=verbs, net_plugin=plugin, net_plugin_version=plugin_version, gpu_memory=gpu_memory,
+                mpi_gpu=mpi_gpu, torch_index=sw.torch_index,
                 torch_wheel=sw.torch_wheel, gpu_home=gpu_home, cuda_home=cuda_home, pmix=pmix, mpi4py=mpi4py,
                 decisions=tuple(decisions))

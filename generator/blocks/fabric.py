@@ -34,8 +34,11 @@ class libfabric(autotools_block):  # noqa: N801
     upstream from libfabric 1.21 on. psm2 builds against the distribution's libpsm2.
     """
 
+    # GPU memory support (Spack's libfabric +cuda/+rocm; CSCS's and the LUMI AI Factory's container recipes)
+    GPU_OPTS = {"cuda": ("--with-cuda={home}", "--enable-cuda-dlopen"), "rocm": ("--with-rocr={home}",)}
+
     def __init__(self, *, version: str, providers: Sequence[str], prefix: str = "/usr/local/libfabric",
-                 cxi: str = "", pins=None) -> None:
+                 cxi: str = "", pins=None, gpu: str = "", gpu_home: str = "") -> None:
         super().__init__()
         unknown = sorted(set(providers) - set(PROVIDERS))
         if unknown:
@@ -52,9 +55,12 @@ class libfabric(autotools_block):  # noqa: N801
                 opts += [f"--enable-cxi={cxi}", f"--with-cassini-headers={cxi}", f"--with-cxi-uapi-headers={cxi}"]
             else:
                 opts.append(f"--enable-{p}")
+        opts += [o.format(home=gpu_home) for o in self.GPU_OPTS.get(gpu, ())]
         devel = [pkg for p in providers for pkg in PROVIDER_PACKAGES[p]["devel"]]
         runtime = [pkg for p in providers for pkg in PROVIDER_PACKAGES[p]["runtime"]]
-        self._setup(f"libfabric {version} (providers: {', '.join(sorted(providers)) or 'tcp, shm'})", devel, runtime,
+        gpu_note = f"; {gpu} memory" if gpu in self.GPU_OPTS else ""
+        self._setup(f"libfabric {version} (providers: {', '.join(sorted(providers)) or 'tcp, shm'}{gpu_note})",
+                    devel, runtime,
                     pins=pins,
                     url=f"https://github.com/ofiwg/libfabric/releases/download/v{version}/libfabric-{version}.tar.bz2",
                     prefix=prefix, configure_opts=opts, annotations={"version": version},

@@ -56,12 +56,19 @@ class mpich(autotools_block):  # noqa: N801
     on the image's libfabric or on the host's swapped in (CSCS's container engine CXI hook).
     """
 
-    def __init__(self, *, version: str, libfabric: str, prefix: str = "/usr/local/mpich") -> None:
+    # Spack's mpich +cuda / +rocm, with the GPU architecture for the embedded yaksa (as Spack's yaksa recipe)
+    GPU_OPTS = {"cuda": ("--with-cuda={home}", "--with-cuda-sm={sm}"), "rocm": ("--with-hip={home}", "--with-hip-sm={sm}")}
+
+    def __init__(self, *, version: str, libfabric: str, prefix: str = "/usr/local/mpich", gpu: str = "",
+                 gpu_home: str = "", gpu_arch: str = "") -> None:
         super().__init__()
-        self._setup(f"MPICH {version} (ch4:ofi; MPICH ABI, libmpi.so.12)", ["perl", "python3"], [],
+        sm = gpu_arch.removeprefix("sm_")
+        gpu_opts = [o.format(home=gpu_home, sm=sm) for o in self.GPU_OPTS[gpu]] if gpu else []
+        self._setup(f"MPICH {version} (ch4:ofi; MPICH ABI, libmpi.so.12{'; ' + gpu + ' buffers' if gpu else ''})",
+                    ["perl", "python3"], [],
                     url=f"https://www.mpich.org/static/downloads/{version}/mpich-{version}.tar.gz", prefix=prefix,
                     configure_opts=["--with-device=ch4:ofi", f"--with-libfabric={libfabric}", "--disable-fortran",
-                                    "--enable-fast=O2,ndebug", "--enable-shared", "--disable-static"],
+                                    "--enable-fast=O2,ndebug", "--enable-shared", "--disable-static", *gpu_opts],
                     env={"PATH": f"{prefix}/bin:$PATH"}, annotations={"version": version})
 
 

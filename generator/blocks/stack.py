@@ -53,7 +53,8 @@ def comm_stack(site: Site, p: Plan) -> list:
         blocks.append(fabric.libcxi(tag=p.libcxi, prefix=PREFIX["libcxi"]))
     if p.libfabric:
         blocks.append(fabric.libfabric(version=str(p.libfabric), providers=p.providers, prefix=PREFIX["libfabric"],
-                                       cxi=PREFIX["libcxi"] if p.libcxi else "", pins=pins))
+                                       cxi=PREFIX["libcxi"] if p.libcxi else "", pins=pins, gpu=p.gpu_memory,
+                                       gpu_home=p.gpu_home))
     if p.ucx:
         if cuda:
             blocks.append(mpi.gdrcopy(prefix=PREFIX["gdrcopy"], ldconfig=True))
@@ -67,7 +68,8 @@ def comm_stack(site: Site, p: Plan) -> list:
         blocks.append(mpi.openmpi(version=str(p.mpi.version), prefix=PREFIX["openmpi"], ldconfig=True, cuda=cuda,
                                   ucx=PREFIX["ucx"] if p.ucx else False, infiniband=False, **extra))
     elif p.mpi.flavour == "mpich":
-        blocks.append(mpi.mpich(version=str(p.mpi.version), libfabric=PREFIX["libfabric"], prefix=PREFIX["mpich"]))
+        blocks.append(mpi.mpich(version=str(p.mpi.version), libfabric=PREFIX["libfabric"], prefix=PREFIX["mpich"],
+                                gpu=p.mpi_gpu, gpu_home=p.gpu_home, gpu_arch=site.gpu.arch))
     elif p.mpi.flavour == "intel-mpi":
         blocks.append(mpi.intel_mpi(version=str(p.mpi.version), libfabric=PREFIX["libfabric"] if p.libfabric else ""))
     if p.net_plugin:

@@ -159,3 +159,29 @@ def test_one_rank_per_gpu_layout_follows_the_sites_examples():
     # one rank per node (fewer ranks than GPUs): no per-GPU binding, the node's GPUs as before
     few = launch.script(site_mod.load("frontier"), launch.Job(tasks_per_node=1, image=IMAGE))
     assert "--gpus-per-task" not in few and "srun --nodes=1 --ntasks-per-node=1 --gpus-per-node=8" in few
+
+
+@pytest.mark.parametrize("name", SLINGSHOT_GPU)
+def test_gpu_aware_libfabric_and_mpich_where_the_sites_require_them(name):
+    """GPU collectives and GPU-aware MPI hand GPU buffers to libfabric: CSCS's libfabric recipe
+    (--with-cuda --enable-cuda-dlopen), the LUMI AI Factory's (--with-rocr=/opt/rocm), Spack's libfabric
+    +cuda/+rocm. CSCS's MPICH page: MPICH built "with CUDA support" (Alps' MPICH 4.3.1); the MPICH 3.4.3 of
+    the cray-mpich 8 sites stays without (GPU-aware MPI there is bind mode, the host's)."""
+    s = site_mod.load(name)
+    for fmt in ("docker", "apptainer"):
+        text = render.recipe_text(s, "pytorch", fmt)
+        libfabric = next(ln for ln in text.splitlines() if "--prefix=/usr/local/libfabric" in ln)
+        if s.gpu.stack == "cuda":
+            assert "--with-cuda=/usr/local/cuda" in libfabric and "--enable-cuda-dlopen" in libfabric
+        else:
+            assert "--with-rocr=/opt/rocm" in libfabric
+        mpich = next(ln for ln in text.splitlines() if "--prefix=/usr/local/mpich" in ln)
+        if name == "alps":
+            assert "--with-cuda=/usr/local/cuda" in mpich and "--with-cuda-sm=90" in mpich     # GH200 = sm_90
+        else:
+            assert "--with-cuda=" not in mpich and "--with-hip" not in mpich
+
+
+def test_other_fabrics_keep_their_libfabric_as_it_was():
+    text = render.recipe_text(site_mod.load("supermuc"), "pytorch", "docker")
+    assert "--with-cuda" not in text and "--with-rocr" not in text

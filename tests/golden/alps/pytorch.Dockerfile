@@ -70,7 +70,7 @@ RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/HewlettPacka
     rm -rf /var/tmp/shs-libcxi-release-shs-13.0.0 /var/tmp/shs-13.0.0.tar.gz
 WORKDIR /
 
-# libfabric 1.22.0 (providers: cxi)
+# libfabric 1.22.0 (providers: cxi; cuda memory)
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
 RUN apt-get update -y && \
@@ -94,7 +94,7 @@ WORKDIR /var/tmp/libfabric-1.22.0
 RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/ofiwg/libfabric/releases/download/v1.22.0/libfabric-1.22.0.tar.bz2 && \
     echo "485e6cafa66c9e4f6aa688d2c9526e274c47fda3a783cf1dd8f7c69a07e2d5fe  /var/tmp/libfabric-1.22.0.tar.bz2" > /var/tmp/libfabric-1.22.0.tar.bz2.sha256 && sha256sum -c /var/tmp/libfabric-1.22.0.tar.bz2.sha256 && rm -f /var/tmp/libfabric-1.22.0.tar.bz2.sha256 && \
     mkdir -p /var/tmp && tar -x -f /var/tmp/libfabric-1.22.0.tar.bz2 -C /var/tmp -j && \
-    ./configure --prefix=/usr/local/libfabric --disable-dependency-tracking --disable-static --enable-cxi=/usr/local/cxi --with-cassini-headers=/usr/local/cxi --with-cxi-uapi-headers=/usr/local/cxi && \
+    ./configure --prefix=/usr/local/libfabric --disable-dependency-tracking --disable-static --enable-cuda-dlopen --enable-cxi=/usr/local/cxi --with-cassini-headers=/usr/local/cxi --with-cuda=/usr/local/cuda --with-cxi-uapi-headers=/usr/local/cxi && \
     make -j"$(nproc)" && \
     make -j"$(nproc)" install && \
     echo "/usr/local/libfabric/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig && \
@@ -102,7 +102,7 @@ RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/ofiwg/libfab
 WORKDIR /
 ENV PATH=/usr/local/libfabric/bin:$PATH
 
-# MPICH 4.3.1 (ch4:ofi; MPICH ABI, libmpi.so.12)
+# MPICH 4.3.1 (ch4:ofi; MPICH ABI, libmpi.so.12; cuda buffers)
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
 RUN apt-get update -y && \
@@ -123,7 +123,7 @@ WORKDIR /var/tmp/mpich-4.3.1
 RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://www.mpich.org/static/downloads/4.3.1/mpich-4.3.1.tar.gz && \
     echo "acc11cb2bdc69678dc8bba747c24a28233c58596f81f03785bf2b7bb7a0ef7dc  /var/tmp/mpich-4.3.1.tar.gz" > /var/tmp/mpich-4.3.1.tar.gz.sha256 && sha256sum -c /var/tmp/mpich-4.3.1.tar.gz.sha256 && rm -f /var/tmp/mpich-4.3.1.tar.gz.sha256 && \
     mkdir -p /var/tmp && tar -x -f /var/tmp/mpich-4.3.1.tar.gz -C /var/tmp -z && \
-    ./configure --prefix=/usr/local/mpich --disable-fortran --disable-static --enable-fast=O2,ndebug --enable-shared --with-device=ch4:ofi --with-libfabric=/usr/local/libfabric && \
+    ./configure --prefix=/usr/local/mpich --disable-fortran --disable-static --enable-fast=O2,ndebug --enable-shared --with-cuda-sm=90 --with-cuda=/usr/local/cuda --with-device=ch4:ofi --with-libfabric=/usr/local/libfabric && \
     make -j"$(nproc)" && \
     make -j"$(nproc)" install && \
     echo "/usr/local/mpich/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig && \
@@ -194,7 +194,7 @@ RUN apt-get update -y && \
 COPY --from=devel /usr/local/cxi/lib /usr/local/cxi/lib
 RUN echo "/usr/local/cxi/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
 
-# libfabric 1.22.0 (providers: cxi)
+# libfabric 1.22.0 (providers: cxi; cuda memory)
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
 RUN apt-get update -y && \
@@ -210,7 +210,7 @@ COPY --from=devel /usr/local/libfabric /usr/local/libfabric
 RUN echo "/usr/local/libfabric/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
 ENV PATH=/usr/local/libfabric/bin:$PATH
 
-# MPICH 4.3.1 (ch4:ofi; MPICH ABI, libmpi.so.12)
+# MPICH 4.3.1 (ch4:ofi; MPICH ABI, libmpi.so.12; cuda buffers)
 # https://www.mpich.org/static/downloads/4.3.1/mpich-4.3.1.tar.gz
 COPY --from=devel /usr/local/mpich /usr/local/mpich
 RUN echo "/usr/local/mpich/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig

@@ -70,7 +70,7 @@ RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/HewlettPacka
     rm -rf /var/tmp/shs-libcxi-release-shs-13.0.0 /var/tmp/shs-13.0.0.tar.gz
 WORKDIR /
 
-# libfabric 1.22.0 (providers: cxi)
+# libfabric 1.22.0 (providers: cxi; rocm memory)
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
 RUN apt-get update -y && \
@@ -94,7 +94,7 @@ WORKDIR /var/tmp/libfabric-1.22.0
 RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/ofiwg/libfabric/releases/download/v1.22.0/libfabric-1.22.0.tar.bz2 && \
     echo "485e6cafa66c9e4f6aa688d2c9526e274c47fda3a783cf1dd8f7c69a07e2d5fe  /var/tmp/libfabric-1.22.0.tar.bz2" > /var/tmp/libfabric-1.22.0.tar.bz2.sha256 && sha256sum -c /var/tmp/libfabric-1.22.0.tar.bz2.sha256 && rm -f /var/tmp/libfabric-1.22.0.tar.bz2.sha256 && \
     mkdir -p /var/tmp && tar -x -f /var/tmp/libfabric-1.22.0.tar.bz2 -C /var/tmp -j && \
-    ./configure --prefix=/usr/local/libfabric --disable-dependency-tracking --disable-static --enable-cxi=/usr/local/cxi --with-cassini-headers=/usr/local/cxi --with-cxi-uapi-headers=/usr/local/cxi && \
+    ./configure --prefix=/usr/local/libfabric --disable-dependency-tracking --disable-static --enable-cxi=/usr/local/cxi --with-cassini-headers=/usr/local/cxi --with-cxi-uapi-headers=/usr/local/cxi --with-rocr=/opt/rocm && \
     make -j"$(nproc)" && \
     make -j"$(nproc)" install && \
     echo "/usr/local/libfabric/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig && \
@@ -201,7 +201,7 @@ RUN apt-get update -y && \
 COPY --from=devel /usr/local/cxi/lib /usr/local/cxi/lib
 RUN echo "/usr/local/cxi/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
 
-# libfabric 1.22.0 (providers: cxi)
+# libfabric 1.22.0 (providers: cxi; rocm memory)
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
 RUN apt-get update -y && \
