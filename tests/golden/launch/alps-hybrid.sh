@@ -21,7 +21,7 @@ MPIR_CVAR_CH4_OFI_ENABLE_HMEM = "1"
 [annotations]
 "com.hooks.cxi.enabled" = "true"
 "com.hooks.aws_ofi_nccl.enabled" = "true"
-"com.hooks.aws_ofi_nccl.variant" = "cuda12"
+"com.hooks.aws_ofi_nccl.variant" = "cuda-dl"
 EOF
 
 srun --nodes=2 --ntasks-per-node=4 --gpus-per-task=1 --mpi=pmi2 --environment=pytorch-alps-0.1.0 python3 -m workloads.cnn \

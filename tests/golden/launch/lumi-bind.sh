@@ -11,7 +11,7 @@
 set -euo pipefail
 
 module load LUMI partition/G
-module load cray-mpich
+module load cray-mpich-abi/8.1.29
 module load singularity-bindings
 
 export SINGULARITY_BINDPATH=/var/spool/slurmd,/opt/cray
@@ -21,7 +21,7 @@ export SINGULARITYENV_NCCL_NET_GDR_LEVEL=PHB
 export SINGULARITYENV_CXI_FORK_SAFE=1
 export SINGULARITYENV_CXI_FORK_SAFE_HP=1
 export SINGULARITYENV_FI_CXI_DISABLE_CQ_HUGETLB=1
-export SINGULARITYENV_LD_LIBRARY_PATH="/opt/cray/pe/mpich/8.1.29/ofi/gnu/9.1/lib-abi-mpich:/opt/cray/libfabric/1.15.2.0/lib64:/opt/cray/pe/lib64:${LD_LIBRARY_PATH:-}"
+export SINGULARITYENV_LD_LIBRARY_PATH=/lib64:/opt/cray/pe/mpich/8.1.29/ofi/gnu/12.3/lib-abi-mpich:/opt/cray/libfabric/1.15.2.0/lib64:/opt/cray/pe/pmi/6.1.14/lib:/opt/cray/pals/1.3.2/lib:/usr/lib64
 export SINGULARITYENV_MPICH_GPU_SUPPORT_ENABLED=1
 
 srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 \
