@@ -54,6 +54,7 @@ class Plan:
     verbs: bool
     net_plugin: str
     net_plugin_version: Version | None
+    xpmem: Version | None  # the XPMEM user library the container MPICH uses within a node
     gpu_memory: str        # "cuda" / "rocm": libfabric (and MPICH where it can) take GPU buffers; "" otherwise
     mpi_gpu: str           # "cuda" / "rocm": the container MPICH is built GPU-aware; "" otherwise
     torch_index: str
@@ -164,6 +165,14 @@ def plan(site: Site) -> Plan:
             f"{'RCCL' if site.gpu.stack == 'rocm' else 'NCCL'} reaches Slingshot only through libfabric",
             ("gpu.stack", "fabric.provider", "software.aws_ofi"))
 
+    xpmem = None
+    if sw.xpmem and mpi.flavour == "mpich":
+        xpmem = sw.xpmem
+        say("XPMEM", f"{xpmem} user library, MPICH --with-xpmem", "MPICH's shared memory within a node goes through "
+            "XPMEM (CSCS: MPICH \"must be built with both libfabric and xpmem\")", ("software.xpmem", "mpi.flavour"))
+    elif sw.xpmem:
+        say("XPMEM", "not built", f"software.xpmem is for a container MPICH; this image carries {mpi.flavour}",
+            ("software.xpmem", "mpi.flavour"))
     gpu_memory, mpi_gpu = "", ""
     if plugin:      # GPU collectives over Slingshot: the image's libfabric must register GPU memory
         gpu_memory = site.gpu.stack
@@ -209,7 +218,7 @@ def plan(site: Site) -> Plan:
         else "the container's own MPI, matching the host's, launched by the host launcher",
         ("container.mpi_mode",))
     return Plan(mpi=mpi, libfabric=libfabric, providers=providers, libcxi=libcxi, psm2=psm2, ucx=ucx,
-                verbs=verbs, net_plugin=plugin, net_plugin_version=plugin_version, gpu_memory=gpu_memory,
+                verbs=verbs, net_plugin=plugin, net_plugin_version=plugin_version, xpmem=xpmem, gpu_memory=gpu_memory,
                 mpi_gpu=mpi_gpu, torch_index=sw.torch_index,
                 torch_wheel=sw.torch_wheel, gpu_home=gpu_home, cuda_home=cuda_home, pmix=pmix, mpi4py=mpi4py,
                 decisions=tuple(decisions))

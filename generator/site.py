@@ -131,7 +131,7 @@ HPCCM_DISTRO: Mapping[tuple[str, str], str] = {
     ("rockylinux", "8"): "rockylinux8", ("rockylinux", "9"): "rockylinux9",
 }
 # Versions that name source releases (download URLs, hpccm's version parsing): components they need.
-MIN_PARTS: Mapping[str, int] = {"software.libfabric": 2, "software.ucx": 3, "software.aws_ofi": 2,
+MIN_PARTS: Mapping[str, int] = {"software.libfabric": 2, "software.ucx": 3, "software.aws_ofi": 2, "software.xpmem": 3,
                                 "software.mpi_version": 2, "software.osu": 2, "software.mpi4py": 2,
                                 "software.torch": 2, "software.ollama": 3, "software.transformers": 2}
 MPI_VERSION_PARTS: Mapping[str, tuple[int, str]] = {"openmpi": (3, "4.1.4"), "mpich": (2, "4.1.2"),
@@ -263,6 +263,8 @@ class Software(Facts):
     libcxi: str = _f("release/shs-13.0.0", "", "HPE shs-libcxi / cassini-headers / cxi-driver release tag (cxi provider)", kind="module")
     ucx: Optional[Version] = _f("1.15.0", None, "UCX built into the image (infiniband)")
     aws_ofi: Optional[Version] = _f("1.14.0", None, "aws-ofi-nccl/rccl plugin (NCCL/RCCL over libfabric)")
+    xpmem: Optional[Version] = _f("2.6.3", None, "XPMEM user library for the container MPICH's shared memory "
+                                  "(the host has the kernel module)")
     python: str = _f("python3", "python3", "interpreter of the base image", kind="path")
     torch: Version = _f("2.5.1")
     torch_index: str = _f("https://download.pytorch.org/whl/rocm6.2", "", "pip index with torch for the GPU stack", kind="url")

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import hpccm.templates.rm
+import hpccm.templates.tar
+import hpccm.templates.wget
 from hpccm.building_blocks.base import bb_base
 from hpccm.primitives.comment import comment
+from hpccm.primitives.copy import copy
+from hpccm.primitives.shell import shell
 from hpccm.toolchain import toolchain
 
 from ..errors import RecipeError
@@ -108,6 +113,38 @@ class libcxi(autotools_block):  # noqa: N801
 
 
 libcxi = lint_clean(libcxi)
+
+
+class xpmem(bb_base, hpccm.templates.rm, hpccm.templates.tar, hpccm.templates.wget):  # noqa: N801
+    """The XPMEM user library (its kernel module is the host's): libxpmem.c compiled on its own, as
+    CSCS's MPICH recipe does, with upstream's library name (libtool's libxpmem.so.0, the name the host
+    library and the container engine's CXI hook, which swaps it for the host's, use)."""
+
+    def __init__(self, *, version: str, prefix: str = "/usr") -> None:
+        super().__init__()
+        url = f"https://github.com/hpc/xpmem/archive/v{version}.tar.gz"
+        src = f"/var/tmp/xpmem-{version}"
+        self.__prefix = prefix
+        self += comment(f"XPMEM {version} user library (CSCS: MPICH \"must be built with both libfabric and xpmem\")")
+        self += ospackages(packages=["ca-certificates", "gcc", "linux-libc-dev", "tar", "wget"])
+        self += shell(commands=[
+            self.download_step(url=url, directory="/var/tmp"),
+            self.untar_step(tarball=f"/var/tmp/v{version}.tar.gz", directory="/var/tmp"),
+            f"gcc -O2 -fPIC -shared -Wl,-soname,libxpmem.so.0 -I{src}/include -o {prefix}/lib/libxpmem.so.0 "
+            f"{src}/lib/libxpmem.c",
+            f"ln -sf libxpmem.so.0 {prefix}/lib/libxpmem.so",
+            f"cp {src}/include/xpmem.h {prefix}/include/",
+            "ldconfig",
+            self.cleanup_step(items=[src, f"/var/tmp/v{version}.tar.gz"])])
+
+    def runtime(self, _from: str = "0") -> str:
+        self.rt += comment("XPMEM user library")
+        self.rt += copy(_from=_from, src=f"{self.__prefix}/lib/libxpmem.so.0", dest=f"{self.__prefix}/lib/libxpmem.so.0")
+        self.rt += shell(commands=["ldconfig"])
+        return str(self.rt)
+
+
+xpmem = lint_clean(xpmem)
 
 
 class distro_libs(bb_base):  # noqa: N801

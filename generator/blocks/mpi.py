@@ -60,10 +60,11 @@ class mpich(autotools_block):  # noqa: N801
     GPU_OPTS = {"cuda": ("--with-cuda={home}", "--with-cuda-sm={sm}"), "rocm": ("--with-hip={home}", "--with-hip-sm={sm}")}
 
     def __init__(self, *, version: str, libfabric: str, prefix: str = "/usr/local/mpich", gpu: str = "",
-                 gpu_home: str = "", gpu_arch: str = "") -> None:
+                 gpu_home: str = "", gpu_arch: str = "", xpmem: str = "") -> None:
         super().__init__()
         sm = gpu_arch.removeprefix("sm_")
         gpu_opts = [o.format(home=gpu_home, sm=sm) for o in self.GPU_OPTS[gpu]] if gpu else []
+        gpu_opts += [f"--with-xpmem={xpmem}"] if xpmem else []
         self._setup(f"MPICH {version} (ch4:ofi; MPICH ABI, libmpi.so.12{'; ' + gpu + ' buffers' if gpu else ''})",
                     ["perl", "python3"], [],
                     url=f"https://www.mpich.org/static/downloads/{version}/mpich-{version}.tar.gz", prefix=prefix,

@@ -18,7 +18,8 @@ from .common import finish, ospackages, payload, python_env
 HPCCM_DISTRO_KEYWORD = {"ubuntu": "ubuntu", "debian": "ubuntu", "rockylinux": "rockylinux"}
 PREFIX = {"libfabric": "/usr/local/libfabric", "libcxi": "/usr/local/cxi", "psm2": "/usr/local/psm2",
           "ucx": "/usr/local/ucx", "mpich": "/usr/local/mpich", "openmpi": "/usr/local/openmpi",
-          "aws-ofi": "/usr/local/aws-ofi", "knem": "/usr/local/knem", "gdrcopy": "/usr/local/gdrcopy"}
+          "aws-ofi": "/usr/local/aws-ofi", "knem": "/usr/local/knem", "gdrcopy": "/usr/local/gdrcopy",
+          "xpmem": "/usr"}     # where CSCS's MPICH recipe puts libxpmem (and the CXI hook swaps in the host's)
 # The build stage's Python (+ a compiler and headers when mpi4py is built from source); what a run needs.
 DEVEL_PACKAGES = ("ca-certificates", "python3", "python3-venv", "wget")
 COMPILE_PACKAGES = ("build-essential", "python3-dev")
@@ -51,6 +52,8 @@ def comm_stack(site: Site, p: Plan) -> list:
         blocks.append(fabric.libpsm2(pins=pins))
     if p.libcxi:
         blocks.append(fabric.libcxi(tag=p.libcxi, prefix=PREFIX["libcxi"]))
+    if p.xpmem:
+        blocks.append(fabric.xpmem(version=str(p.xpmem), prefix=PREFIX["xpmem"]))
     if p.libfabric:
         blocks.append(fabric.libfabric(version=str(p.libfabric), providers=p.providers, prefix=PREFIX["libfabric"],
                                        cxi=PREFIX["libcxi"] if p.libcxi else "", pins=pins, gpu=p.gpu_memory,
@@ -69,7 +72,8 @@ def comm_stack(site: Site, p: Plan) -> list:
                                   ucx=PREFIX["ucx"] if p.ucx else False, infiniband=False, **extra))
     elif p.mpi.flavour == "mpich":
         blocks.append(mpi.mpich(version=str(p.mpi.version), libfabric=PREFIX["libfabric"], prefix=PREFIX["mpich"],
-                                gpu=p.mpi_gpu, gpu_home=p.gpu_home, gpu_arch=site.gpu.arch))
+                                gpu=p.mpi_gpu, gpu_home=p.gpu_home, gpu_arch=site.gpu.arch,
+                                xpmem=PREFIX["xpmem"] if p.xpmem else ""))
     elif p.mpi.flavour == "intel-mpi":
         blocks.append(mpi.intel_mpi(version=str(p.mpi.version), libfabric=PREFIX["libfabric"] if p.libfabric else ""))
     if p.net_plugin:

@@ -180,6 +180,10 @@ def test_gpu_aware_libfabric_and_mpich_where_the_sites_require_them(name):
         mpich = next(ln for ln in text.splitlines() if "--prefix=/usr/local/mpich" in ln)
         if name == "alps":
             assert "--with-cuda=/usr/local/cuda" in mpich and "--with-cuda-sm=90" in mpich     # GH200 = sm_90
+            # CSCS's MPICH page: MPICH "must be built with both libfabric and xpmem"; its user library is built
+            # from a checksummed release (Spack's xpmem 2.6.3), under upstream's name libxpmem.so.0
+            assert "--with-xpmem=/usr" in mpich and "-soname,libxpmem.so.0" in text
+            assert "ee239a32269f33234cdbdb94db29c12287862934c0784328d34aff82a9fa8b54" in text
         else:
             assert "--with-cuda=" not in mpich and "--with-hip" not in mpich
 

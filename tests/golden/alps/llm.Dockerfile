@@ -70,6 +70,27 @@ RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/HewlettPacka
     rm -rf /var/tmp/shs-libcxi-release-shs-13.0.0 /var/tmp/shs-13.0.0.tar.gz
 WORKDIR /
 
+# XPMEM 2.6.3 user library (CSCS: MPICH "must be built with both
+# libfabric and xpmem")
+# Distro package versions follow the base image release; the site file pins the image, not them.
+# hadolint ignore=DL3008
+RUN apt-get update -y && \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        ca-certificates \
+        gcc \
+        linux-libc-dev \
+        tar \
+        wget && \
+    rm -rf /var/lib/apt/lists/*
+RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/hpc/xpmem/archive/v2.6.3.tar.gz && \
+    echo "ee239a32269f33234cdbdb94db29c12287862934c0784328d34aff82a9fa8b54  /var/tmp/v2.6.3.tar.gz" > /var/tmp/v2.6.3.tar.gz.sha256 && sha256sum -c /var/tmp/v2.6.3.tar.gz.sha256 && rm -f /var/tmp/v2.6.3.tar.gz.sha256 && \
+    mkdir -p /var/tmp && tar -x -f /var/tmp/v2.6.3.tar.gz -C /var/tmp -z && \
+    gcc -O2 -fPIC -shared -Wl,-soname,libxpmem.so.0 -I/var/tmp/xpmem-2.6.3/include -o /usr/lib/libxpmem.so.0 /var/tmp/xpmem-2.6.3/lib/libxpmem.c && \
+    ln -sf libxpmem.so.0 /usr/lib/libxpmem.so && \
+    cp /var/tmp/xpmem-2.6.3/include/xpmem.h /usr/include/ && \
+    ldconfig && \
+    rm -rf /var/tmp/xpmem-2.6.3 /var/tmp/v2.6.3.tar.gz
+
 # libfabric 1.22.0 (providers: cxi; cuda memory)
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -123,7 +144,7 @@ WORKDIR /var/tmp/mpich-4.3.1
 RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://www.mpich.org/static/downloads/4.3.1/mpich-4.3.1.tar.gz && \
     echo "acc11cb2bdc69678dc8bba747c24a28233c58596f81f03785bf2b7bb7a0ef7dc  /var/tmp/mpich-4.3.1.tar.gz" > /var/tmp/mpich-4.3.1.tar.gz.sha256 && sha256sum -c /var/tmp/mpich-4.3.1.tar.gz.sha256 && rm -f /var/tmp/mpich-4.3.1.tar.gz.sha256 && \
     mkdir -p /var/tmp && tar -x -f /var/tmp/mpich-4.3.1.tar.gz -C /var/tmp -z && \
-    ./configure --prefix=/usr/local/mpich --disable-fortran --disable-static --enable-fast=O2,ndebug --enable-shared --with-cuda-sm=90 --with-cuda=/usr/local/cuda --with-device=ch4:ofi --with-libfabric=/usr/local/libfabric && \
+    ./configure --prefix=/usr/local/mpich --disable-fortran --disable-static --enable-fast=O2,ndebug --enable-shared --with-cuda-sm=90 --with-cuda=/usr/local/cuda --with-device=ch4:ofi --with-libfabric=/usr/local/libfabric --with-xpmem=/usr && \
     make -j"$(nproc)" && \
     make -j"$(nproc)" install && \
     echo "/usr/local/mpich/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig && \
@@ -213,6 +234,10 @@ RUN apt-get update -y && \
 # https://github.com/HewlettPackard/shs-libcxi/archive/refs/tags/release/shs-13.0.0.tar.gz
 COPY --from=devel /usr/local/cxi/lib /usr/local/cxi/lib
 RUN echo "/usr/local/cxi/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
+
+# XPMEM user library
+COPY --from=devel /usr/lib/libxpmem.so.0 /usr/lib/libxpmem.so.0
+RUN ldconfig
 
 # libfabric 1.22.0 (providers: cxi; cuda memory)
 # Distro package versions follow the base image release; the site file pins the image, not them.
