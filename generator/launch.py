@@ -203,7 +203,8 @@ def modules(p: JobPlan) -> list[tuple[str, ...]]:
 
 
 def container_command(p: JobPlan) -> runtimes.Command:
-    opts = runtimes.Options(mode=p.mode, gpus=p.gpus, mpi=p.job.nodes * p.tasks > 1, allow_root=p.job.allow_root)
+    opts = runtimes.Options(mode=p.mode, gpus=p.gpus, mpi=p.job.nodes * p.tasks > 1, ranks_per_node=p.tasks,
+                            allow_root=p.job.allow_root)
     image = "${image}" if p.site.container.image_from == "file" else p.image
     return runtimes.command(p.site, image, p.workload_argv, opts, runtime=p.runtime)
 

@@ -35,6 +35,7 @@ class Options:
     mode: str = "hybrid"                      # bind | hybrid
     gpus: int = 0                             # GPUs per node the run uses (0: none passed in)
     mpi: bool = False                         # one of several ranks started by an MPI launcher
+    ranks_per_node: int = 0                   # with mpi: ranks per node when the caller knows it (ch-run --join-ct)
     binds: tuple[str, ...] = ()               # extra SRC[:DST] mounts
     env: Mapping[str, str] = field(default_factory=dict)   # extra environment inside the container
     allow_root: bool = False                  # runs as root: udocker --allow-root, podman ranks --user=0
@@ -169,8 +170,8 @@ def charliecloud(site: Site, image: str, command: Sequence[str], opts: Options) 
         argv += ["-b", b]
     argv.append("--set-env")
     argv += [f"--set-env={k}={v}" for k, v in container_env(site, opts).items()]
-    if opts.mpi and opts.mode == "hybrid":
-        argv.append("--join")
+    if opts.mpi and opts.mode == "hybrid":      # --join-ct: ch-run cannot guess it under Intel MPI's Hydra
+        argv += ["--join", *([f"--join-ct={opts.ranks_per_node}"] if opts.ranks_per_node else [])]
     return Command((*argv, image, "--", *command), setup=_gpu_setup("charliecloud", site, opts, image))
 
 

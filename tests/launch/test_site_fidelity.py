@@ -142,7 +142,7 @@ def test_air_gapped_sites_check_the_image_file_before_the_job():
     check = text.index('sha256sum --check --strict --quiet "$(basename "$image_file").sha256"')
     assert "image_file=pytorch-supermuc.tar.gz" in text and "exit 1" in text[check:]
     assert check < text.index('ch-convert -i tar -o dir "$image_file" "$image"') < text.index("mpiexec -n 2")
-    assert '--join "${image:-}" -- python3' in text
+    assert '--join --join-ct=1 "${image:-}" -- python3' in text
     assert "sha256sum" not in launch.script(s, launch.Job(nodes=2, bare=True, workloads_dir="/w"))
     registry_sites = [n for n in SITES if site_mod.load(n).container.image_from == "registry"]
     assert all("sha256sum" not in _script(site_mod.load(n), site_mod.load(n).container.runtime,
@@ -191,3 +191,11 @@ def test_gpu_aware_libfabric_and_mpich_where_the_sites_require_them(name):
 def test_other_fabrics_keep_their_libfabric_as_it_was():
     text = render.recipe_text(site_mod.load("supermuc"), "pytorch", "docker")
     assert "--with-cuda" not in text and "--with-rocr" not in text
+
+
+def test_ch_run_join_is_told_the_ranks_per_node():
+    """Charliecloud's ch-run --join guesses the peer count from OMPI_COMM_WORLD_LOCAL_SIZE or Slurm's
+    variables (ch-run docs, "Multiple processes in the same container with --join"); under Intel MPI's
+    Hydra (SuperMUC-NG: mpiexec -ppn) none is set, so the script passes --join-ct itself."""
+    text = launch.script(site_mod.load("supermuc"), launch.Job(nodes=2, tasks_per_node=4))
+    assert "mpiexec -n 8 -ppn 4 ch-run" in text and "--join --join-ct=4" in text

@@ -6,5 +6,5 @@
 set -euo pipefail
 
 mpirun -np 2 --map-by ppr:2:node ch-run --set-env \
-    --set-env=OMPI_MCA_btl_vader_single_copy_mechanism=none --join pytorch-local.sqfs -- python3 -m workloads.cnn \
+    --set-env=OMPI_MCA_btl_vader_single_copy_mechanism=none --join --join-ct=2 pytorch-local.sqfs -- python3 -m workloads.cnn \
     --mode ddp

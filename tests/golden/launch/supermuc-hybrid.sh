@@ -21,4 +21,4 @@ image="${image_file%.tar.gz}-$(cut -c1-12 "$image_file.sha256")"
 [ -d "$image" ] || ch-convert -i tar -o dir "$image_file" "$image"
 
 mpiexec -n 2 -ppn 1 ch-run --set-env --set-env=I_MPI_FABRICS=shm:ofi --set-env=FI_PROVIDER=psm2 \
-    --join "${image:-}" -- python3 -m workloads.cnn --mode ddp
+    --join --join-ct=1 "${image:-}" -- python3 -m workloads.cnn --mode ddp
