@@ -97,11 +97,11 @@ def libraries(site: Site, opts: Options) -> tuple[str, ...]:
     return site.container.bind.libraries if opts.mode == "bind" else ()
 
 
-def container_env(site: Site, opts: Options) -> dict[str, str]:
+def container_env(site: Site, opts: Options, *, bind_env: bool = True) -> dict[str, str]:
     """Environment inside the container: the fabric's collectives settings, the site's, the bind-mode
-    one, then the run's own."""
+    one (unless the runtime sets that itself: `bind_env=False`), then the run's own."""
     env = dict(site.fabric.collectives.env) | dict(site.container.env)
-    if opts.mode == "bind":
+    if opts.mode == "bind" and bind_env:
         env.update(site.container.bind.env)
     env.update(opts.env)
     return env
@@ -204,8 +204,7 @@ def podman_hpc(site: Site, image: str, command: Sequence[str], opts: Options) ->
     argv += _gpu("podman-hpc", site, opts)
     for b in (*site.container.binds, *opts.binds):
         argv += ["-v", b]
-    env = dict(site.fabric.collectives.env) | dict(site.container.env) | dict(opts.env)
-    argv += [f"--env={k}={v}" for k, v in env.items()]
+    argv += [f"--env={k}={v}" for k, v in container_env(site, opts, bind_env=False).items()]
     return Command((*argv, image, *command))
 
 

@@ -210,8 +210,6 @@ class FabricFacts(Facts):
     collectives: Collectives = _f({}, None)
 
 
-
-
 @dataclass(frozen=True, kw_only=True)
 class Runtime(Facts):
     name: RuntimeName = _f("apptainer")

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator import payload, runtimes
+from generator import payload, runtimes, slurmjob
 from generator.site import Site
 from generator.suite.stats import Pair, Process
 from workloads.registry import Size
@@ -397,13 +397,7 @@ def collectives_problem(bare: Mapping | None, cont: Mapping | None) -> str | Non
 
 def records_of(run: Run, name: str, timeout: float) -> list[dict]:
     """One run of `run`, its JSON records of workload `name` (a failed run is a one-line HarnessError)."""
-    out = []
-    for ln in _completed(run, timeout).stdout.splitlines():
-        with contextlib.suppress(ValueError):
-            rec = json.loads(ln)
-            if isinstance(rec, dict) and rec.get("workload") == name:
-                out.append(rec)
-    return out
+    return [r for r in slurmjob.json_lines(_completed(run, timeout).stdout) if r.get("workload") == name]
 
 
 def _as_process(value: float, better: str) -> Process:

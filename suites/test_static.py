@@ -44,7 +44,7 @@ def test_launch_script_fits_the_site(site, launch_case, tmp_path):
     script = launch.script(site, launch.Job(recipe="pytorch", workload="cnn", nodes=nodes, mode=mode,
                                             runtime=runtime, bare=bare))
     assert script.startswith("#!/bin/bash") and "set -euo pipefail" in script
-    host_mpi = mode == "bind" or bare or site.host.launcher in launch.MPI_LAUNCHERS
+    host_mpi = launch.loads_host_mpi(site, mode, bare)
     for module in (*site.host.modules, *(site.mpi.modules if host_mpi else ())):
         assert module in script, f"module {module} is not loaded"
     if not host_mpi:        # a hybrid run mounts no host MPI: neither its modules nor the runtime's bind machinery

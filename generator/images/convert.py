@@ -48,7 +48,7 @@ def runtime_image(site: Site, ref: str, runtime: str, *, cache_dir: Path = LOCAL
     kind = PLATFORMS[runtime].local_image
     name = runtime_image_name(site, ref, runtime, cache_dir=cache_dir)
     if kind == "charliecloud":
-        return _charliecloud_dir(ref, Path(name), progress)
+        return charliecloud_dir(ref, Path(name), progress)
     if kind == "udocker":
         return _udocker_container(ref, name, cache_dir, progress)
     if not kind:
@@ -57,7 +57,8 @@ def runtime_image(site: Site, ref: str, runtime: str, *, cache_dir: Path = LOCAL
     return ref
 
 
-def _charliecloud_dir(ref: str, dest: Path, progress: Callable[[str], None]) -> str:
+def charliecloud_dir(ref: str, dest: Path, progress: Callable[[str], None]) -> str:
+    """`ref` unpacked into `dest` as a Charliecloud directory image (kept when it exists)."""
     if (dest / "ch" / "environment").is_file():
         return str(dest)
     need("podman", f"unpack {ref} for ch-run")

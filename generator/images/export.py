@@ -20,8 +20,7 @@ from ..errors import UsageError
 from ..files import write_atomic
 from ..runtimes import PLATFORMS
 from ..site import Site
-from .builders import BuildResult
-from .convert import _charliecloud_dir
+from .convert import charliecloud_dir
 from .oci import build_image
 from .process import need, quiet, stderr_progress
 from .sif import build_sif, file_sha256
@@ -35,7 +34,6 @@ class Exported:
     path: Path
     sha256: str
     size_bytes: int
-    build: BuildResult
 
 
 def export_suffix(site: Site, runtime: str | None = None) -> str:
@@ -66,12 +64,12 @@ def export_image(site: Site, recipe: str | catalog.Recipe, path: Path, *, builde
     part = path.with_name(f".{path.name}.{os.getpid()}.part{suffix}")     # the suffix tells ch-convert the format
     try:
         if suffix == ".sif":
-            result = build_sif(site, recipe, out=part, builder=builder, progress=progress)
+            build_sif(site, recipe, out=part, builder=builder, progress=progress)
         else:
             result = build_image(site, recipe, builder=builder, progress=progress)
             need("ch-convert", f"write {path.name}")
             with tempfile.TemporaryDirectory(prefix=".export-", dir=path.parent) as tmp:
-                root = _charliecloud_dir(result.ref, Path(tmp) / "root", progress)
+                root = charliecloud_dir(result.ref, Path(tmp) / "root", progress)
                 progress(f"writing {path.name} (ch-convert)")
                 quiet(("ch-convert", "-i", "dir", "-o", "tar", root, str(part)), f"ch-convert to {path.name}")
         digest = file_sha256(part)
@@ -81,6 +79,4 @@ def export_image(site: Site, recipe: str | catalog.Recipe, path: Path, *, builde
             if leftover.exists():
                 leftover.unlink()
     write_atomic(path.with_name(path.name + ".sha256"), sha256_line(path, digest))
-    return Exported(path, digest, path.stat().st_size, result)
-
-
+    return Exported(path, digest, path.stat().st_size)
