@@ -63,6 +63,7 @@ class Plan:
     cuda_home: str         # gpu_home when the stack is CUDA: Open MPI, UCX and GDRCopy are built CUDA-aware
     pmix: str              # Open MPI's PMIx: "internal" when the launcher speaks PMIx, else ""
     mpi4py: str            # source (built against the container MPI) | distro (its python3-mpi4py) | none
+    rocm_runtime: bool     # the runtime stage starts without ROCm: ROCm's libraries come from the build stage
     decisions: tuple[Decision, ...]
 
     @property
@@ -213,6 +214,13 @@ def plan(site: Site) -> Plan:
                    "source": f"{sw.mpi4py}, built from source against the container MPI"}[mpi4py],
         "mpi4py must be linked against the MPI the container runs", ("software.mpi4py", "software.mpi_source"))
 
+    rocm_runtime = site.gpu.stack == "rocm" and base.runtime != base.devel
+    if rocm_runtime:
+        say("ROCm runtime", f"the libraries the image's programs load, copied from {base.devel} to {base.runtime}",
+            "AMD publishes no runtime-only ROCm image; the runtime stage starts from the distribution and takes "
+            "only ROCm's runtime libraries (ldd closure and dlopen'ed ROCr), not its compilers and headers",
+            (f"images.{site.gpu.stack}",))
+
     mode = site.container.mpi_mode
     say("MPI mode", mode, "host MPI mounted into the container at run time" if mode == "bind"
         else "the container's own MPI, matching the host's, launched by the host launcher",
@@ -221,4 +229,4 @@ def plan(site: Site) -> Plan:
                 verbs=verbs, net_plugin=plugin, net_plugin_version=plugin_version, xpmem=xpmem, gpu_memory=gpu_memory,
                 mpi_gpu=mpi_gpu, torch_index=sw.torch_index,
                 torch_wheel=sw.torch_wheel, gpu_home=gpu_home, cuda_home=cuda_home, pmix=pmix, mpi4py=mpi4py,
-                decisions=tuple(decisions))
+                rocm_runtime=rocm_runtime, decisions=tuple(decisions))

@@ -270,7 +270,7 @@ class Software(Facts):
                           "torch wheel in the build context, bind-mounted (offline builds)", kind="relpath")
     mpi4py: Version = _f("4.0.1")
     transformers: Optional[Version] = _f("4.46.3", None)
-    ollama: Optional[Version] = _f("0.5.7", None)
+    ollama: Optional[Version] = _f("0.7.0", None)
     osu: Version = _f("7.5")
     pip_cert_secret: bool = _f(True, False, "pass the host CA bundle to pip as a build secret (TLS-intercepting proxy)")
     distro_pins: Mapping[str, str] = _f({"openmpi-bin": "4.1.4-3+b1"}, None, "exact distro package versions", kind="pin", keys="package")

@@ -12,6 +12,7 @@ from .. import __version__
 from ..plan import Plan
 from ..site import Site
 from . import fabric, mpi
+from .rocm import rocm_runtime
 from .clean import baseimage
 from .common import finish, ospackages, payload, python_env
 
@@ -144,6 +145,8 @@ def two_stage(site: Site, recipe: str, p: Plan, build: Sequence, keep: Sequence,
     devel += ospackages(packages=sorted({*DEVEL_PACKAGES, *(COMPILE_PACKAGES if p.compiles else ()), *build_packages}))
     for block in [*build, *keep]:
         devel += block
+    if p.rocm_runtime:
+        devel += rocm_runtime()
 
     rt = hpccm.Stage(name="runtime")
     rt += base(site, "runtime", "runtime")

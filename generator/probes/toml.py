@@ -276,7 +276,8 @@ def _images(f: DetectedFacts) -> str:
     elif stack == "rocm":
         parts = Version(gver).parts if gver else (6, 2)
         tag = ".".join(map(str, parts[:3] if len(parts) > 2 and parts[2] else parts[:2]))
-        blocks["rocm"] = (f"rocm/dev-ubuntu-22.04:{tag}",) * 2 + ("ubuntu", "22.04")
+        # no ROCm runtime image exists: the runtime stage takes ROCm's libraries from the build stage
+        blocks["rocm"] = (f"rocm/dev-ubuntu-22.04:{tag}", "ubuntu:22.04", "ubuntu", "22.04")
     out = []
     for key, (devel, runtime, dist, dver) in sorted(blocks.items(), key=lambda kv: kv[0] == "none"):
         out.append("\n".join([f"{f'[images.{key}]':<{COLUMN}} # {why}", _kv("devel", devel), _kv("runtime", runtime),

@@ -124,7 +124,7 @@ RUN python3 -m venv /opt/venv && \
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 
-# Ollama 0.5.7
+# Ollama 0.7.0
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
 RUN apt-get update -y && \
@@ -133,10 +133,9 @@ RUN apt-get update -y && \
         tar \
         wget && \
     rm -rf /var/lib/apt/lists/*
-# Spack builds Ollama from git; the release's sha256sum.txt could not be read where this table was made (generator/checksums.toml)
-# hadolint ignore=GR004
 RUN mkdir -p /usr/local/ollama && \
-    mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/ollama/ollama/releases/download/v0.5.7/ollama-linux-amd64.tgz && \
+    mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/ollama/ollama/releases/download/v0.7.0/ollama-linux-amd64.tgz && \
+    echo "e9f8789105e7fce5b9d95fffa8ba8f7c44d92c133f9a486e75d77e5236ee4eb1  /var/tmp/ollama-linux-amd64.tgz" > /var/tmp/ollama-linux-amd64.tgz.sha256 && sha256sum -c /var/tmp/ollama-linux-amd64.tgz.sha256 && rm -f /var/tmp/ollama-linux-amd64.tgz.sha256 && \
     mkdir -p /usr/local/ollama && tar -x -f /var/tmp/ollama-linux-amd64.tgz -C /usr/local/ollama -z && \
     rm -rf /var/tmp/ollama-linux-amd64.tgz
 ENV OLLAMA_HOST=127.0.0.1:11434 \

@@ -168,7 +168,7 @@ RUN python3 -m venv /opt/venv && \
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 
-# Ollama 0.5.7 (with the ROCm runners)
+# Ollama 0.7.0 (with the ROCm runners)
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
 RUN apt-get update -y && \
@@ -177,19 +177,40 @@ RUN apt-get update -y && \
         tar \
         wget && \
     rm -rf /var/lib/apt/lists/*
-# Spack builds Ollama from git; the release's sha256sum.txt could not be read where this table was made (generator/checksums.toml)
+# Ollama publishes a sha256sum.txt with each release, but it could not be read where this table was made, and the one record of those sums found (hermit-packages) keeps only the main archives (generator/checksums.toml)
 # hadolint ignore=GR004
 RUN mkdir -p /usr/local/ollama && \
-    mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/ollama/ollama/releases/download/v0.5.7/ollama-linux-amd64.tgz && \
+    mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/ollama/ollama/releases/download/v0.7.0/ollama-linux-amd64.tgz && \
+    echo "e9f8789105e7fce5b9d95fffa8ba8f7c44d92c133f9a486e75d77e5236ee4eb1  /var/tmp/ollama-linux-amd64.tgz" > /var/tmp/ollama-linux-amd64.tgz.sha256 && sha256sum -c /var/tmp/ollama-linux-amd64.tgz.sha256 && rm -f /var/tmp/ollama-linux-amd64.tgz.sha256 && \
     mkdir -p /usr/local/ollama && tar -x -f /var/tmp/ollama-linux-amd64.tgz -C /usr/local/ollama -z && \
-    mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/ollama/ollama/releases/download/v0.5.7/ollama-linux-amd64-rocm.tgz && \
+    mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/ollama/ollama/releases/download/v0.7.0/ollama-linux-amd64-rocm.tgz && \
     mkdir -p /usr/local/ollama && tar -x -f /var/tmp/ollama-linux-amd64-rocm.tgz -C /usr/local/ollama -z && \
     rm -rf /var/tmp/ollama-linux-amd64.tgz /var/tmp/ollama-linux-amd64-rocm.tgz
 ENV OLLAMA_HOST=127.0.0.1:11434 \
     OLLAMA_SCHED_SPREAD=1 \
     PATH=/usr/local/ollama/bin:$PATH
 
-FROM rocm/dev-ubuntu-22.04:6.2.2 AS runtime
+# ROCm libraries the image's programs load (ldd closure and dlopen'ed
+# ROCr), for the runtime stage
+RUN mkdir -p /opt/rocm-runtime/lib /opt/rocm-runtime/.work && \
+    find /usr/local /opt/venv -path /usr/local/ollama -prune -o -type f \( -name '*.so' -o -name '*.so.*' -o -perm -u=x \) -print > /opt/rocm-runtime/.work/files.txt && \
+    echo /opt/rocm/lib/libhsa-runtime64.so.1 >> /opt/rocm-runtime/.work/files.txt && \
+    echo /opt/rocm/lib/libamdhip64.so.[0-9]* >> /opt/rocm-runtime/.work/files.txt && \
+    xargs -r ldd < /opt/rocm-runtime/.work/files.txt > /opt/rocm-runtime/.work/ldd.txt 2> /dev/null || true && \
+    awk -v roots='^(/opt/rocm[^/]*|/opt/amdgpu[^/]*)/' '($2 == "=>" && $3 ~ roots && !seen[$3]++) { print $3 }' /opt/rocm-runtime/.work/ldd.txt > /opt/rocm-runtime/.work/rocm.txt && \
+    echo /opt/rocm/lib/libhsa-runtime64.so.1 >> /opt/rocm-runtime/.work/rocm.txt && \
+    echo /opt/rocm/lib/libamdhip64.so.[0-9]* >> /opt/rocm-runtime/.work/rocm.txt && \
+    xargs -r cp -L -t /opt/rocm-runtime/lib < /opt/rocm-runtime/.work/rocm.txt && \
+    for f in /opt/rocm-runtime/lib/*.so*; do d="${f##*/}"; d="${d%%.so*}"; d="${d#lib}"; for r in /opt/rocm /opt/amdgpu; do if [ -d "$r/lib/$d" ]; then cp -a "$r/lib/$d" /opt/rocm-runtime/lib/; fi; done; done && \
+    ldd /opt/rocm-runtime/lib/*.so* > /opt/rocm-runtime/.work/deps.txt 2> /dev/null || true && \
+    awk -v roots='^(/opt/rocm[^/]*|/opt/amdgpu[^/]*)/' '($2 == "=>" && $3 ~ /^\// && $3 !~ roots && !seen[$3]++) { print $3 }' /opt/rocm-runtime/.work/deps.txt > /opt/rocm-runtime/.work/system.txt && \
+    while read -r f; do dpkg -S "*${f#/usr}" >> /opt/rocm-runtime/.work/owners.txt || { echo "no package owns $f" >&2; exit 1; }; done < /opt/rocm-runtime/.work/system.txt && \
+    sed -e 's/[:,].*//' /opt/rocm-runtime/.work/owners.txt > /opt/rocm-runtime/.work/packages.txt && \
+    mkdir -p /opt/rocm-runtime/share/gen-recipe && \
+    sort -u -o /opt/rocm-runtime/share/gen-recipe/distro-packages.txt /opt/rocm-runtime/.work/packages.txt && \
+    rm -rf /opt/rocm-runtime/.work
+
+FROM ubuntu:22.04 AS runtime
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -263,6 +284,15 @@ COPY --from=devel /usr/local/ollama /usr/local/ollama
 ENV OLLAMA_HOST=127.0.0.1:11434 \
     OLLAMA_SCHED_SPREAD=1 \
     PATH=/usr/local/ollama/bin:$PATH
+
+# ROCm runtime libraries collected in the build stage, and the
+# distribution packages they need
+COPY --from=devel /opt/rocm-runtime /opt/rocm
+RUN apt-get update -y && \
+    DEBIAN_FRONTEND=noninteractive xargs -r -a /opt/rocm/share/gen-recipe/distro-packages.txt apt-get install -y --no-install-recommends && \
+    rm -rf /var/lib/apt/lists/* && \
+    echo /opt/rocm/lib > /etc/ld.so.conf.d/rocm.conf && \
+    ldconfig
 
 # Workloads (python -m workloads.<name>)
 COPY workloads /opt/workloads/workloads

@@ -187,7 +187,27 @@ RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://mvapich.cse.ohio-state.
 WORKDIR /
 ENV PATH=/usr/local/osu/libexec/osu-micro-benchmarks/mpi/pt2pt:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/collective:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/one-sided:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/startup:$PATH
 
-FROM rocm/dev-ubuntu-22.04:6.2.4 AS runtime
+# ROCm libraries the image's programs load (ldd closure and dlopen'ed
+# ROCr), for the runtime stage
+RUN mkdir -p /opt/rocm-runtime/lib /opt/rocm-runtime/.work && \
+    find /usr/local /opt/venv -path /usr/local/ollama -prune -o -type f \( -name '*.so' -o -name '*.so.*' -o -perm -u=x \) -print > /opt/rocm-runtime/.work/files.txt && \
+    echo /opt/rocm/lib/libhsa-runtime64.so.1 >> /opt/rocm-runtime/.work/files.txt && \
+    echo /opt/rocm/lib/libamdhip64.so.[0-9]* >> /opt/rocm-runtime/.work/files.txt && \
+    xargs -r ldd < /opt/rocm-runtime/.work/files.txt > /opt/rocm-runtime/.work/ldd.txt 2> /dev/null || true && \
+    awk -v roots='^(/opt/rocm[^/]*|/opt/amdgpu[^/]*)/' '($2 == "=>" && $3 ~ roots && !seen[$3]++) { print $3 }' /opt/rocm-runtime/.work/ldd.txt > /opt/rocm-runtime/.work/rocm.txt && \
+    echo /opt/rocm/lib/libhsa-runtime64.so.1 >> /opt/rocm-runtime/.work/rocm.txt && \
+    echo /opt/rocm/lib/libamdhip64.so.[0-9]* >> /opt/rocm-runtime/.work/rocm.txt && \
+    xargs -r cp -L -t /opt/rocm-runtime/lib < /opt/rocm-runtime/.work/rocm.txt && \
+    for f in /opt/rocm-runtime/lib/*.so*; do d="${f##*/}"; d="${d%%.so*}"; d="${d#lib}"; for r in /opt/rocm /opt/amdgpu; do if [ -d "$r/lib/$d" ]; then cp -a "$r/lib/$d" /opt/rocm-runtime/lib/; fi; done; done && \
+    ldd /opt/rocm-runtime/lib/*.so* > /opt/rocm-runtime/.work/deps.txt 2> /dev/null || true && \
+    awk -v roots='^(/opt/rocm[^/]*|/opt/amdgpu[^/]*)/' '($2 == "=>" && $3 ~ /^\// && $3 !~ roots && !seen[$3]++) { print $3 }' /opt/rocm-runtime/.work/deps.txt > /opt/rocm-runtime/.work/system.txt && \
+    while read -r f; do dpkg -S "*${f#/usr}" >> /opt/rocm-runtime/.work/owners.txt || { echo "no package owns $f" >&2; exit 1; }; done < /opt/rocm-runtime/.work/system.txt && \
+    sed -e 's/[:,].*//' /opt/rocm-runtime/.work/owners.txt > /opt/rocm-runtime/.work/packages.txt && \
+    mkdir -p /opt/rocm-runtime/share/gen-recipe && \
+    sort -u -o /opt/rocm-runtime/share/gen-recipe/distro-packages.txt /opt/rocm-runtime/.work/packages.txt && \
+    rm -rf /opt/rocm-runtime/.work
+
+FROM ubuntu:22.04 AS runtime
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -256,6 +276,15 @@ ENV NCCL_NET_PLUGIN=/usr/local/aws-ofi/lib/librccl-net.so
 COPY --from=devel /usr/local/osu /usr/local/osu
 RUN echo "/usr/local/osu/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
 ENV PATH=/usr/local/osu/libexec/osu-micro-benchmarks/mpi/pt2pt:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/collective:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/one-sided:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/startup:$PATH
+
+# ROCm runtime libraries collected in the build stage, and the
+# distribution packages they need
+COPY --from=devel /opt/rocm-runtime /opt/rocm
+RUN apt-get update -y && \
+    DEBIAN_FRONTEND=noninteractive xargs -r -a /opt/rocm/share/gen-recipe/distro-packages.txt apt-get install -y --no-install-recommends && \
+    rm -rf /var/lib/apt/lists/* && \
+    echo /opt/rocm/lib > /etc/ld.so.conf.d/rocm.conf && \
+    ldconfig
 
 LABEL io.github.gen-recipe.mpi-mode=bind \
     io.github.gen-recipe.recipe=osu \
