@@ -180,6 +180,10 @@ def plan(site: Site) -> Plan:
         say("libfabric GPU memory", {"cuda": "--with-cuda --enable-cuda-dlopen", "rocm": "--with-rocr"}[gpu_memory],
             "NCCL/RCCL and GPU-aware MPI hand GPU buffers to libfabric (the LUMI AI Factory, CSCS and NERSC "
             "recipes build it so; Spack's libfabric +cuda/+rocm)", ("gpu.stack", "fabric.provider"))
+        if libcxi:
+            say("libcxi GPU support", {"cuda": "--with-cuda", "rocm": "--with-rocm"}[gpu_memory],
+                "as the sites' own Slingshot container recipes build libcxi (CSCS's mpich-gpu Containerfile, "
+                "the LUMI AI Factory's libfabric Containerfile)", ("gpu.stack", "software.libcxi"))
         # Spack's mpich takes +rocm from 4.1 on (+cuda from 3.4); here both from 4.1, whose yaksa is told the
         # GPU architecture (--with-cuda-sm / --with-hip-sm) instead of guessing it on a build machine without GPUs
         if mpi.flavour == "mpich" and mpi.version.parts[:2] >= (4, 1):

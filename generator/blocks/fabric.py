@@ -78,15 +78,19 @@ libfabric = lint_clean(libfabric)
 class libcxi(autotools_block):  # noqa: N801
     """HPE's open-source libcxi (Slingshot CXI user library), with the Cassini and CXI-driver
     headers of the same release installed into the same prefix (libfabric's cxi provider needs all
-    three). GPU support is left to libfabric (--without-cuda/--without-rocm: libcxi would otherwise
-    pick up /usr/local/cuda or /opt/rocm of a GPU base image by itself)."""
+    three). gpu ("cuda"/"rocm") and gpu_home: built with that GPU runtime, as the sites' own container
+    recipes build it (CSCS's mpich-gpu Containerfile --with-cuda, the LUMI AI Factory's --with-rocm);
+    otherwise --without-cuda/--without-rocm, so that it does not pick up a base image's GPU stack by itself."""
+
+    GPU_OPTS = {"cuda": ("--with-cuda={home}", "--without-rocm"), "rocm": ("--without-cuda", "--with-rocm={home}")}
 
     HEADERS = {"cassini-headers": "https://github.com/HewlettPackard/shs-cassini-headers",
                "cxi-driver": "https://github.com/HewlettPackard/shs-cxi-driver"}
 
-    def __init__(self, *, tag: str, prefix: str = "/usr/local/cxi") -> None:
+    def __init__(self, *, tag: str, prefix: str = "/usr/local/cxi", gpu: str = "", gpu_home: str = "") -> None:
         super().__init__()
         flat = tag.replace("/", "-")
+        gpu_opts = [o.format(home=gpu_home) for o in self.GPU_OPTS.get(gpu, ("--without-cuda", "--without-rocm"))]
         fetch = []
         for name, repo in self.HEADERS.items():
             tarball = f"/var/tmp/{name}-{flat}.tar.gz"
@@ -96,7 +100,8 @@ class libcxi(autotools_block):  # noqa: N801
         fetch += [f"cp -r /var/tmp/shs-cassini-headers-{flat}/share/. {prefix}/share/",
                   f"cp -r /var/tmp/shs-cassini-headers-{flat}/share/cassini-headers /usr/share/",
                   "rm -rf " + " ".join(f"/var/tmp/shs-{n}-{flat} /var/tmp/{n}-{flat}.tar.gz" for n in self.HEADERS)]
-        self._setup(f"libcxi {tag} (HPE Slingshot CXI) with the Cassini and CXI driver headers",
+        gpu_note = f"; {gpu} memory" if gpu in self.GPU_OPTS else ""
+        self._setup(f"libcxi {tag} (HPE Slingshot CXI{gpu_note}) with the Cassini and CXI driver headers",
                     ["autoconf", "automake", "libtool", "pkg-config", "libconfig-dev", "libfuse-dev",
                      "libnl-3-dev", "libnl-route-3-dev", "libnuma-dev", "libsensors-dev", "libuv1-dev",
                      "libyaml-dev"],
@@ -105,7 +110,7 @@ class libcxi(autotools_block):  # noqa: N801
                     url=f"https://github.com/HewlettPackard/shs-libcxi/archive/refs/tags/{tag}.tar.gz",
                     directory=f"shs-libcxi-{flat}", prefix=prefix,
                     preconfigure=[f"mkdir -p {prefix}/include {prefix}/share", *fetch, "./autogen.sh"],
-                    configure_opts=["--without-cuda", "--without-rocm",
+                    configure_opts=[*gpu_opts,
                                     f"--with-systemdsystemunitdir={prefix}/lib/systemd/system",
                                     f"--with-udevrulesdir={prefix}/lib/udev/rules.d"],
                     toolchain=toolchain(CFLAGS=f"-I{prefix}/include -Wno-unused-variable -Wno-unused-but-set-variable"),

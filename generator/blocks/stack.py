@@ -52,7 +52,7 @@ def comm_stack(site: Site, p: Plan) -> list:
     if p.psm2:
         blocks.append(fabric.libpsm2(pins=pins))
     if p.libcxi:
-        blocks.append(fabric.libcxi(tag=p.libcxi, prefix=PREFIX["libcxi"]))
+        blocks.append(fabric.libcxi(tag=p.libcxi, prefix=PREFIX["libcxi"], gpu=p.gpu_memory, gpu_home=p.gpu_home))
     if p.xpmem:
         blocks.append(fabric.xpmem(version=str(p.xpmem), prefix=PREFIX["xpmem"]))
     if p.libfabric:

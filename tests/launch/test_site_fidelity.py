@@ -53,12 +53,19 @@ def test_hybrid_scripts_load_no_host_mpi_bind_machinery(name, runtime, mode):
 
 
 def test_bind_mode_keeps_its_machinery():
-    """The other side of the split: LUMI's bind script loads the bindings module and the host MPI."""
+    """The other side of the split: LUMI's bind script does what the bindings module does (binds and
+    loader path) and loads the host MPI; it needs no user-installed module."""
     s = site_mod.load("lumi")
-    # LUMI-EasyBuild-contrib singularity-bindings-24.03.eb: the module depends on cray-mpich-abi/8.1.29
-    machinery = {"singularity-bindings", "cray-mpich-abi/8.1.29"}
-    assert machinery <= _modules(_script(s, "singularity", "bind"))
-    assert not machinery & _modules(_script(s, "singularity", "hybrid"))
+    bind, hybrid = _script(s, "singularity", "bind"), _script(s, "singularity", "hybrid")
+    # LUMI-EasyBuild-contrib singularity-bindings-24.03.eb: depends on cray-mpich-abi/8.1.29, sets
+    # SINGULARITY_BIND (47 entries, from /opt/cray to /run/cxi) and SINGULARITYENV_LD_LIBRARY_PATH
+    assert "cray-mpich-abi/8.1.29" in _modules(bind) and "singularity-bindings" not in _modules(bind)
+    binds = re.search(r"^export SINGULARITY_BINDPATH=(\S+)$", bind, re.M).group(1).split(",")
+    assert len(binds) == 47 and binds[:3] == ["/opt/cray", "/var/spool", "/etc/host.conf"] and binds[-1] == "/run/cxi"
+    assert "/opt/cray/pe/gcc-libs/libstdc++.so.6:/usr/lib64/libstdc++.so.6" in binds
+    assert {"/usr/lib64/libcxi.so.1", "/usr/lib64/libjansson.so.4", "/usr/lib64/libjson-c.so.3"} <= set(binds)
+    assert "export SINGULARITYENV_LD_LIBRARY_PATH=/lib64:/opt/cray/pe/mpich/8.1.29/ofi/gnu/12.3/lib-abi-mpich:" in bind
+    assert "cray-mpich-abi/8.1.29" not in _modules(hybrid) and "SINGULARITY_BINDPATH=/opt/cray" not in hybrid
     # the bare twin of a hybrid run uses the host MPI, so it loads it
     assert "cray-mpich-abi/8.1.29" in _modules(_script(s, "singularity", "hybrid", bare=True))
 
@@ -186,6 +193,11 @@ def test_gpu_aware_libfabric_and_mpich_where_the_sites_require_them(name):
             assert "ee239a32269f33234cdbdb94db29c12287862934c0784328d34aff82a9fa8b54" in text
         else:
             assert "--with-cuda=" not in mpich and "--with-hip" not in mpich
+        # libcxi as CSCS's mpich-gpu Containerfile (--with-cuda=/usr/local/cuda) and the LUMI AI Factory's
+        # libfabric Containerfile (--with-rocm=/opt/rocm) build it
+        libcxi = next(ln for ln in text.splitlines() if "--prefix=/usr/local/cxi" in ln)
+        want = "--with-cuda=/usr/local/cuda" if s.gpu.stack == "cuda" else "--with-rocm=/opt/rocm"
+        assert want in libcxi and "--without-" + ("rocm" if s.gpu.stack == "cuda" else "cuda") in libcxi
 
 
 def test_other_fabrics_keep_their_libfabric_as_it_was():

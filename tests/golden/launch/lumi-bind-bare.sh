@@ -11,7 +11,6 @@ set -euo pipefail
 
 module load LUMI partition/G
 module load cray-mpich-abi/8.1.29
-module load singularity-bindings
 
 export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3
 export NCCL_NET_GDR_LEVEL=PHB

@@ -12,10 +12,8 @@ set -euo pipefail
 
 module load LUMI partition/G
 module load cray-mpich-abi/8.1.29
-module load singularity-bindings
 
-export SINGULARITY_BINDPATH=/var/spool/slurmd,/opt/cray
-export SINGULARITY_CONTAINLIBS=/usr/lib64/libcxi.so.1,/usr/lib64/libjansson.so.4
+export SINGULARITY_BINDPATH=/opt/cray,/var/spool,/etc/host.conf,/etc/hosts,/etc/nsswitch.conf,/etc/resolv.conf,/etc/ssl/openssl.cnf,/opt/rocm-6.0.3/lib/libhsa-runtime64.so,/usr/lib64/libatomic.so.1,/usr/lib64/libbrotlicommon.so.1,/usr/lib64/libbrotlidec.so.1,/usr/lib64/libcrypto.so.1.1,/usr/lib64/libcurl.so.4,/usr/lib64/libcxi.so.1,/usr/lib64/libdrm_amdgpu.so.1,/usr/lib64/libdrm.so.2,/usr/lib64/libelf.so.1,/opt/cray/pe/gcc-libs/libgcc_s.so.1:/usr/lib64/libgcc_s.so.1,/opt/cray/pe/gcc-libs/libgfortran.so.5:/usr/lib64/libgfortran.so.5,/usr/lib64/libgssapi_krb5.so.2,/usr/lib64/libidn2.so.0,/usr/lib64/libjansson.so.4,/usr/lib64/libjitterentropy.so.3,/usr/lib64/libjson-c.so.3,/usr/lib64/libk5crypto.so.3,/usr/lib64/libkeyutils.so.1,/usr/lib64/libkrb5.so.3,/usr/lib64/libkrb5support.so.0,/usr/lib64/liblber-2.4.so.2,/usr/lib64/libldap_r-2.4.so.2,/usr/lib64/liblnetconfig.so.4,/usr/lib64/liblustreapi.so,/usr/lib64/libnghttp2.so.14,/usr/lib64/libnl-3.so.200,/usr/lib64/libnl-route-3.so.200,/usr/lib64/libnuma.so.1,/usr/lib64/libpcre.so.1,/usr/lib64/libpsl.so.5,/usr/lib64/libsasl2.so.3,/usr/lib64/libssh.so.4,/usr/lib64/libssl.so.1.1,/opt/cray/pe/gcc-libs/libstdc++.so.6:/usr/lib64/libstdc++.so.6,/usr/lib64/libunistring.so.2,/usr/lib64/libyaml-0.so.2,/usr/lib64/libz.so.1,/usr/lib64/libzstd.so.1,/run/cxi
 export SINGULARITYENV_NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3
 export SINGULARITYENV_NCCL_NET_GDR_LEVEL=PHB
 export SINGULARITYENV_CXI_FORK_SAFE=1

@@ -18,8 +18,8 @@ RUN apt-get update -y && \
         wget && \
     rm -rf /var/lib/apt/lists/*
 
-# libcxi release/shs-13.0.0 (HPE Slingshot CXI) with the Cassini and
-# CXI driver headers
+# libcxi release/shs-13.0.0 (HPE Slingshot CXI; rocm memory) with the
+# Cassini and CXI driver headers
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
 RUN apt-get update -y && \
@@ -63,7 +63,7 @@ RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://github.com/HewlettPacka
     cp -r /var/tmp/shs-cassini-headers-release-shs-13.0.0/share/cassini-headers /usr/share/ && \
     rm -rf /var/tmp/shs-cassini-headers-release-shs-13.0.0 /var/tmp/cassini-headers-release-shs-13.0.0.tar.gz /var/tmp/shs-cxi-driver-release-shs-13.0.0 /var/tmp/cxi-driver-release-shs-13.0.0.tar.gz && \
     ./autogen.sh && \
-    CFLAGS='-I/usr/local/cxi/include -Wno-unused-variable -Wno-unused-but-set-variable' ./configure --prefix=/usr/local/cxi --with-systemdsystemunitdir=/usr/local/cxi/lib/systemd/system --with-udevrulesdir=/usr/local/cxi/lib/udev/rules.d --without-cuda --without-rocm && \
+    CFLAGS='-I/usr/local/cxi/include -Wno-unused-variable -Wno-unused-but-set-variable' ./configure --prefix=/usr/local/cxi --with-rocm=/opt/rocm --with-systemdsystemunitdir=/usr/local/cxi/lib/systemd/system --with-udevrulesdir=/usr/local/cxi/lib/udev/rules.d --without-cuda && \
     make -j"$(nproc)" && \
     make -j"$(nproc)" install && \
     echo "/usr/local/cxi/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig && \
@@ -197,8 +197,8 @@ RUN apt-get update -y && \
         python3 && \
     rm -rf /var/lib/apt/lists/*
 
-# libcxi release/shs-13.0.0 (HPE Slingshot CXI) with the Cassini and
-# CXI driver headers
+# libcxi release/shs-13.0.0 (HPE Slingshot CXI; rocm memory) with the
+# Cassini and CXI driver headers
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
 RUN apt-get update -y && \
