@@ -211,3 +211,11 @@ def test_ch_run_join_is_told_the_ranks_per_node():
     Hydra (SuperMUC-NG: mpiexec -ppn) none is set, so the script passes --join-ct itself."""
     text = launch.script(site_mod.load("supermuc"), launch.Job(nodes=2, tasks_per_node=4))
     assert "mpiexec -n 8 -ppn 4 ch-run" in text and "--join --join-ct=4" in text
+
+
+@pytest.mark.parametrize("name", ["ifca", "forhlr2"])
+def test_udocker_mpi_runs_bind_the_host_tmp(name):
+    """udocker user manual, "4. Running MPI jobs" (indigo-dc/udocker docs/user_manual.md, 848a7fe):
+    `mpiexec -np 128 udocker run ... --hostenv --hostauth --user=<user> -v /tmp ...`."""
+    text = _script(site_mod.load(name), "udocker", "hybrid")
+    assert re.search(r"udocker (--allow-root )?run --nobanner --hostenv --hostauth \S+ -v /tmp ", text), text

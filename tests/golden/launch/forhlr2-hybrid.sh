@@ -13,5 +13,5 @@ set -euo pipefail
 udocker setup --execmode=P1 pytorch-forhlr2
 udocker setup --nvidia pytorch-forhlr2
 
-mpirun -np 8 --map-by ppr:4:node udocker run --nobanner --hostenv --hostauth "--user=${USER:-}" pytorch-forhlr2 python3 -m workloads.cnn \
+mpirun -np 8 --map-by ppr:4:node udocker run --nobanner --hostenv --hostauth "--user=${USER:-}" -v /tmp pytorch-forhlr2 python3 -m workloads.cnn \
     --mode ddp

@@ -13,5 +13,5 @@ set -euo pipefail
 udocker setup --execmode=P1 pytorch-ifca
 udocker setup --nvidia pytorch-ifca
 
-mpirun -np 8 --map-by ppr:4:node udocker run --nobanner --hostenv --hostauth "--user=${USER:-}" pytorch-ifca python3 -m workloads.cnn \
+mpirun -np 8 --map-by ppr:4:node udocker run --nobanner --hostenv --hostauth "--user=${USER:-}" -v /tmp pytorch-ifca python3 -m workloads.cnn \
     --mode ddp
