@@ -43,8 +43,9 @@ class libfabric(autotools_block):  # noqa: N801
     GPU_OPTS = {"cuda": ("--with-cuda={home}", "--enable-cuda-dlopen"), "rocm": ("--with-rocr={home}",)}
 
     def __init__(self, *, version: str, providers: Sequence[str], prefix: str = "/usr/local/libfabric",
-                 cxi: str = "", pins=None, gpu: str = "", gpu_home: str = "") -> None:
+                 cxi: str = "", pins=None, gpu: str = "", gpu_home: str = "", cuda_major: int = 12) -> None:
         super().__init__()
+        self.__cudart = (gpu_home, f"libcudart.so.{cuda_major}") if gpu == "cuda" else None
         unknown = sorted(set(providers) - set(PROVIDERS))
         if unknown:
             raise RecipeError(f"libfabric: unknown provider(s) {', '.join(unknown)} (known: {', '.join(PROVIDERS)})")
@@ -70,6 +71,18 @@ class libfabric(autotools_block):  # noqa: N801
                     url=f"https://github.com/ofiwg/libfabric/releases/download/v{version}/libfabric-{version}.tar.bz2",
                     prefix=prefix, configure_opts=opts, annotations={"version": version},
                     env={"PATH": f"{prefix}/bin:$PATH"})
+
+
+    # --enable-cuda-dlopen: libfabric opens the CUDA runtime as "libcudart.so" (src/hmem_cuda.c), a name
+    # only the -dev package installs; without it CUDA memory support is off, logged at info level only.
+    def runtime(self, _from: str = "0") -> str:
+        super().runtime(_from=_from)
+        if self.__cudart:
+            home, soname = self.__cudart
+            self.rt += comment(f"libfabric opens the CUDA runtime as libcudart.so: link it to {soname}")
+            self.rt += shell(commands=[f'for d in {home}/targets/*/lib; do ln -sf {soname} "$d/libcudart.so"; done',
+                                       "ldconfig"])
+        return str(self.rt)
 
 
 libfabric = lint_clean(libfabric)

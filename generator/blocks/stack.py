@@ -12,6 +12,7 @@ from .. import __version__
 from ..plan import Plan
 from ..site import Site
 from . import fabric, mpi
+from .libcheck import library_check
 from .rocm import rocm_runtime
 from .clean import baseimage
 from .common import finish, ospackages, payload, python_env
@@ -58,7 +59,8 @@ def comm_stack(site: Site, p: Plan) -> list:
     if p.libfabric:
         blocks.append(fabric.libfabric(version=str(p.libfabric), providers=p.providers, prefix=PREFIX["libfabric"],
                                        cxi=PREFIX["libcxi"] if p.libcxi else "", pins=pins, gpu=p.gpu_memory,
-                                       gpu_home=p.gpu_home))
+                                       gpu_home=p.gpu_home,
+                                       cuda_major=site.gpu.version.parts[0] if p.gpu_memory == "cuda" else 12))
     if p.ucx:
         if cuda:
             blocks.append(mpi.gdrcopy(prefix=PREFIX["gdrcopy"], ldconfig=True))
@@ -156,6 +158,8 @@ def two_stage(site: Site, recipe: str, p: Plan, build: Sequence, keep: Sequence,
     rt += devel.runtime(_from="devel", exclude=list(BUILD_ONLY))
     for block in runtime_extra:
         rt += block
+    rt += library_check(scan=("/usr/local", "/opt/rocm") if p.rocm_runtime else ("/usr/local",),
+                        dlopen=("libcudart.so",) if p.gpu_memory == "cuda" and p.libfabric else ())
     rt += finish(labels={"org.opencontainers.image.title": f"{recipe}-{site.name}",
                          "io.github.gen-recipe.site": site.name, "io.github.gen-recipe.recipe": recipe,
                          "io.github.gen-recipe.version": __version__,

@@ -271,7 +271,7 @@ def _images(f: DetectedFacts) -> str:
     if stack == "cuda":
         series = Version(gver).series() if gver else "12.6"
         tag = CUDA_TAGS.get(series, f"{series}.0")
-        blocks["cuda"] = (f"nvidia/cuda:{tag}-devel-ubuntu22.04", f"nvidia/cuda:{tag}-runtime-ubuntu22.04",
+        blocks["cuda"] = (f"nvidia/cuda:{tag}-devel-ubuntu22.04", f"nvidia/cuda:{tag}-base-ubuntu22.04",
                           "ubuntu", "22.04")
     elif stack == "rocm":
         parts = Version(gver).parts if gver else (6, 2)

@@ -105,3 +105,76 @@ def test_collection_fails_when_no_package_owns_a_dependency(tmp_path):
                           check=False)
     assert proc.returncode != 0
     assert f"no package owns {stray}/libnghttp2.so.14" in proc.stderr
+
+
+def _renamed_needed(src: Path, dst: Path, old: bytes, new: bytes) -> None:
+    """A copy of a real ELF program whose dependency `old` is renamed to `new` (same length)."""
+    assert len(old) == len(new)
+    data = src.read_bytes()
+    assert old + b"\0" in data
+    dst.write_bytes(data.replace(old + b"\0", new + b"\0"))
+    dst.chmod(0o755)
+
+
+@pytest.mark.skipif(not Path("/usr/bin/xz").exists(), reason="needs Debian's xz")
+def test_library_check_names_a_missing_library_and_lets_the_driver_ones_pass(tmp_path):
+    """The runtime stage's last step (blocks/libcheck.py), run for real: a program that needs a library
+    no image has fails the build with its name; the GPU driver's libcuda.so.1 (mounted by --nv at run
+    time) does not; a skipped tree (Ollama's) is not looked at."""
+    from generator.blocks import libcheck
+
+    def run(*programs: tuple[str, bytes]) -> subprocess.CompletedProcess:
+        root = tmp_path / "usr_local"
+        shutil.rmtree(root, ignore_errors=True)
+        (root / "bin").mkdir(parents=True)
+        (root / "ollama").mkdir()
+        for where, needed in programs:
+            _renamed_needed(Path("/usr/bin/xz"), root / where, b"liblzma.so.5", needed)
+        commands = libcheck.check_commands(scan=[str(root)], skip=[str(root / "ollama")],
+                                           work=str(tmp_path / "ldd"))
+        return subprocess.run(["sh", "-e", "-c", " && ".join(commands)], capture_output=True, text=True, check=False)
+
+    ok = run(("bin/xz", b"liblzma.so.5"), ("bin/xz-gpu", b"libcuda.so.1"), ("ollama/runner", b"libzzzz.so.5"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = run(("bin/xz", b"liblzma.so.5"), ("bin/tool", b"libzzzz.so.5"))
+    assert bad.returncode != 0
+    assert f"not in the image: libzzzz.so.5, needed by {tmp_path / 'usr_local' / 'bin' / 'tool'}" in bad.stdout
+    assert "xz," not in bad.stdout
+
+
+def test_every_runtime_stage_ends_with_the_library_check():
+    for name in ("local", "alps", "frontier", "supermuc"):
+        text = render.recipe_text(site.load(name), "pytorch", "docker")
+        runtime = text[text.index(" AS runtime"):]
+        assert text.count("xargs -r ldd /dev/null") == 1 and "xargs -r ldd /dev/null" in runtime
+        assert ("find /usr/local /opt/rocm " in runtime) == (name == "frontier")
+
+
+def test_library_check_requires_the_names_opened_with_dlopen(tmp_path):
+    """libfabric --enable-cuda-dlopen opens "libcudart.so"; the check looks the name up in the linker
+    cache (`ldconfig -p`), run here against this machine's cache."""
+    from generator.blocks import libcheck
+    empty = tmp_path / "empty"
+    empty.mkdir()
+
+    def run(name: str) -> subprocess.CompletedProcess:
+        commands = libcheck.check_commands(scan=[str(empty)], skip=[], dlopen=[name], work=str(tmp_path / "w"))
+        return subprocess.run(["sh", "-e", "-c", " && ".join(commands)], capture_output=True, text=True, check=False)
+
+    assert run("libc.so.6").returncode == 0
+    missing = run("libnot-here.so")
+    assert missing.returncode != 0 and "not in the linker cache: libnot-here.so (opened with dlopen)" in missing.stdout
+
+
+@pytest.mark.parametrize("name", ["alps", "perlmutter", "leonardo"])
+def test_cuda_sites_run_on_the_cuda_base_image(name):
+    """NVIDIA's image flavours (NVIDIA Container Toolkit wiki, "Container images"): base "contains the bare
+    minimum (libcudart)"; runtime adds "all the shared libraries from the CUDA toolkit", which torch's
+    wheel brings again as pip packages."""
+    s = site.load(name)
+    assert s.base.runtime.startswith("nvidia/cuda:") and s.base.runtime.endswith("-base-ubuntu22.04")
+    text = render.recipe_text(s, "pytorch", "docker")
+    runtime = text[text.index(" AS runtime"):]
+    slingshot = s.fabric.kind == "slingshot"        # libfabric built --enable-cuda-dlopen
+    assert ('ln -sf libcudart.so.12 "$d/libcudart.so"' in runtime) == slingshot
+    assert ("grep -q '^[[:space:]]*libcudart.so '" in runtime) == slingshot

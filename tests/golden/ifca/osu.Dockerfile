@@ -143,7 +143,7 @@ RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://mvapich.cse.ohio-state.
 WORKDIR /
 ENV PATH=/usr/local/osu/libexec/osu-micro-benchmarks/mpi/pt2pt:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/collective:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/one-sided:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/startup:$PATH
 
-FROM nvidia/cuda:12.6.3-runtime-ubuntu22.04 AS runtime
+FROM nvidia/cuda:12.6.3-base-ubuntu22.04 AS runtime
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -199,6 +199,13 @@ ENV PATH=/usr/local/openmpi/bin:$PATH
 COPY --from=devel /usr/local/osu /usr/local/osu
 RUN echo "/usr/local/osu/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
 ENV PATH=/usr/local/osu/libexec/osu-micro-benchmarks/mpi/pt2pt:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/collective:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/one-sided:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/startup:$PATH
+
+# Every library the installed programs need is in the image (the GPU
+# driver's come from the host at run time)
+RUN find /usr/local -path '/usr/local/ollama' -prune -o -path '/usr/local/cuda' -prune -o -path '/usr/local/cuda-*' -prune -o -type f \( -name '*.so' -o -name '*.so.*' -o -perm -u=x \) -print > /var/tmp/gen-recipe-ldd.files && \
+    xargs -r ldd /dev/null < /var/tmp/gen-recipe-ldd.files > /var/tmp/gen-recipe-ldd.txt 2> /dev/null || true && \
+    awk -v ok='^(libcuda\\.so\\.1|libnvidia-ml\\.so\\.1)$' '/^\/.*:$/ { f = substr($0, 1, length($0) - 1) } ($2 == "=>" && $3 == "not" && $1 !~ ok) { print "not in the image: " $1 ", needed by " f; bad = 1 } END { exit bad }' /var/tmp/gen-recipe-ldd.txt && \
+    rm -f /var/tmp/gen-recipe-ldd.files /var/tmp/gen-recipe-ldd.txt /var/tmp/gen-recipe-ldd.cache
 
 LABEL io.github.gen-recipe.mpi-mode=hybrid \
     io.github.gen-recipe.recipe=osu \

@@ -56,6 +56,13 @@ ENV PATH=/opt/venv/bin:$PATH \
 COPY workloads /opt/workloads/workloads
 ENV PYTHONPATH=/opt/workloads
 
+# Every library the installed programs need is in the image (the GPU
+# driver's come from the host at run time)
+RUN find /usr/local -path '/usr/local/ollama' -prune -o -path '/usr/local/cuda' -prune -o -path '/usr/local/cuda-*' -prune -o -type f \( -name '*.so' -o -name '*.so.*' -o -perm -u=x \) -print > /var/tmp/gen-recipe-ldd.files && \
+    xargs -r ldd /dev/null < /var/tmp/gen-recipe-ldd.files > /var/tmp/gen-recipe-ldd.txt 2> /dev/null || true && \
+    awk -v ok='^(libcuda\\.so\\.1|libnvidia-ml\\.so\\.1)$' '/^\/.*:$/ { f = substr($0, 1, length($0) - 1) } ($2 == "=>" && $3 == "not" && $1 !~ ok) { print "not in the image: " $1 ", needed by " f; bad = 1 } END { exit bad }' /var/tmp/gen-recipe-ldd.txt && \
+    rm -f /var/tmp/gen-recipe-ldd.files /var/tmp/gen-recipe-ldd.txt /var/tmp/gen-recipe-ldd.cache
+
 LABEL io.github.gen-recipe.mpi-mode=hybrid \
     io.github.gen-recipe.recipe=llm \
     io.github.gen-recipe.site=local \

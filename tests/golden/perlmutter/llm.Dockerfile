@@ -185,7 +185,7 @@ ENV OLLAMA_HOST=127.0.0.1:11434 \
     OLLAMA_SCHED_SPREAD=1 \
     PATH=/usr/local/ollama/bin:$PATH
 
-FROM nvidia/cuda:12.8.1-runtime-ubuntu22.04 AS runtime
+FROM nvidia/cuda:12.8.1-base-ubuntu22.04 AS runtime
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -229,6 +229,10 @@ RUN apt-get update -y && \
 COPY --from=devel /usr/local/libfabric /usr/local/libfabric
 RUN echo "/usr/local/libfabric/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
 ENV PATH=/usr/local/libfabric/bin:$PATH
+# libfabric opens the CUDA runtime as libcudart.so: link it to
+# libcudart.so.12
+RUN for d in /usr/local/cuda/targets/*/lib; do ln -sf libcudart.so.12 "$d/libcudart.so"; done && \
+    ldconfig
 
 # MPICH 3.4.3 (ch4:ofi; MPICH ABI, libmpi.so.12)
 # https://www.mpich.org/static/downloads/3.4.3/mpich-3.4.3.tar.gz
@@ -262,6 +266,15 @@ ENV OLLAMA_HOST=127.0.0.1:11434 \
 # Workloads (python -m workloads.<name>)
 COPY workloads /opt/workloads/workloads
 ENV PYTHONPATH=/opt/workloads
+
+# Every library the installed programs need is in the image (the GPU
+# driver's come from the host at run time)
+RUN ldconfig -p > /var/tmp/gen-recipe-ldd.cache && \
+    grep -q '^[[:space:]]*libcudart.so ' /var/tmp/gen-recipe-ldd.cache || { echo "not in the linker cache: libcudart.so (opened with dlopen)"; exit 1; } && \
+    find /usr/local -path '/usr/local/ollama' -prune -o -path '/usr/local/cuda' -prune -o -path '/usr/local/cuda-*' -prune -o -type f \( -name '*.so' -o -name '*.so.*' -o -perm -u=x \) -print > /var/tmp/gen-recipe-ldd.files && \
+    xargs -r ldd /dev/null < /var/tmp/gen-recipe-ldd.files > /var/tmp/gen-recipe-ldd.txt 2> /dev/null || true && \
+    awk -v ok='^(libcuda\\.so\\.1|libnvidia-ml\\.so\\.1)$' '/^\/.*:$/ { f = substr($0, 1, length($0) - 1) } ($2 == "=>" && $3 == "not" && $1 !~ ok) { print "not in the image: " $1 ", needed by " f; bad = 1 } END { exit bad }' /var/tmp/gen-recipe-ldd.txt && \
+    rm -f /var/tmp/gen-recipe-ldd.files /var/tmp/gen-recipe-ldd.txt /var/tmp/gen-recipe-ldd.cache
 
 LABEL io.github.gen-recipe.mpi-mode=bind \
     io.github.gen-recipe.recipe=llm \

@@ -186,7 +186,7 @@ RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://mvapich.cse.ohio-state.
 WORKDIR /
 ENV PATH=/usr/local/osu/libexec/osu-micro-benchmarks/mpi/pt2pt:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/collective:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/one-sided:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/startup:$PATH
 
-FROM nvidia/cuda:12.8.1-runtime-ubuntu22.04 AS runtime
+FROM nvidia/cuda:12.8.1-base-ubuntu22.04 AS runtime
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -230,6 +230,10 @@ RUN apt-get update -y && \
 COPY --from=devel /usr/local/libfabric /usr/local/libfabric
 RUN echo "/usr/local/libfabric/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
 ENV PATH=/usr/local/libfabric/bin:$PATH
+# libfabric opens the CUDA runtime as libcudart.so: link it to
+# libcudart.so.12
+RUN for d in /usr/local/cuda/targets/*/lib; do ln -sf libcudart.so.12 "$d/libcudart.so"; done && \
+    ldconfig
 
 # MPICH 3.4.3 (ch4:ofi; MPICH ABI, libmpi.so.12)
 # https://www.mpich.org/static/downloads/3.4.3/mpich-3.4.3.tar.gz
@@ -254,6 +258,15 @@ ENV NCCL_NET_PLUGIN=/usr/local/aws-ofi/lib/libnccl-net.so
 COPY --from=devel /usr/local/osu /usr/local/osu
 RUN echo "/usr/local/osu/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
 ENV PATH=/usr/local/osu/libexec/osu-micro-benchmarks/mpi/pt2pt:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/collective:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/one-sided:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/startup:$PATH
+
+# Every library the installed programs need is in the image (the GPU
+# driver's come from the host at run time)
+RUN ldconfig -p > /var/tmp/gen-recipe-ldd.cache && \
+    grep -q '^[[:space:]]*libcudart.so ' /var/tmp/gen-recipe-ldd.cache || { echo "not in the linker cache: libcudart.so (opened with dlopen)"; exit 1; } && \
+    find /usr/local -path '/usr/local/ollama' -prune -o -path '/usr/local/cuda' -prune -o -path '/usr/local/cuda-*' -prune -o -type f \( -name '*.so' -o -name '*.so.*' -o -perm -u=x \) -print > /var/tmp/gen-recipe-ldd.files && \
+    xargs -r ldd /dev/null < /var/tmp/gen-recipe-ldd.files > /var/tmp/gen-recipe-ldd.txt 2> /dev/null || true && \
+    awk -v ok='^(libcuda\\.so\\.1|libnvidia-ml\\.so\\.1)$' '/^\/.*:$/ { f = substr($0, 1, length($0) - 1) } ($2 == "=>" && $3 == "not" && $1 !~ ok) { print "not in the image: " $1 ", needed by " f; bad = 1 } END { exit bad }' /var/tmp/gen-recipe-ldd.txt && \
+    rm -f /var/tmp/gen-recipe-ldd.files /var/tmp/gen-recipe-ldd.txt /var/tmp/gen-recipe-ldd.cache
 
 LABEL io.github.gen-recipe.mpi-mode=bind \
     io.github.gen-recipe.recipe=osu \
