@@ -165,6 +165,8 @@ def test_one_rank_per_gpu_layout_follows_the_sites_examples():
     assert "--cpus-per-task=7" in lumi and "--cpu-bind=v,mask_cpu=0x00fe000000000000,0xfe00000000000000," in lumi
     # CSCS Slurm page, "One rank per GPU": --ntasks-per-node=4 --gpus-per-task=1
     assert "--ntasks-per-node=4 --gpus-per-task=1" in _script(site_mod.load("alps"), "ce", "hybrid")
+    # Leonardo (unverified in its site file): 32 cores / 4 GPUs per Booster node (CINECA user guide)
+    assert "--ntasks-per-node=4 --cpus-per-task=8 " in _script(site_mod.load("leonardo"), "singularity", "hybrid")
     # one rank per node (fewer ranks than GPUs): no per-GPU binding, the node's GPUs as before
     few = launch.script(site_mod.load("frontier"), launch.Job(tasks_per_node=1, image=IMAGE))
     assert "--gpus-per-task" not in few and "srun --nodes=1 --ntasks-per-node=1 --gpus-per-node=8" in few

@@ -13,4 +13,4 @@ set -euo pipefail
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 
-srun --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 --mpi=pmix python3 -m workloads.cnn --mode ddp
+srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=8 --mpi=pmix python3 -m workloads.cnn --mode ddp

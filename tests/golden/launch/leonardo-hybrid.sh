@@ -10,5 +10,5 @@
 # Image: singularity pull pytorch-leonardo.sif docker://REGISTRY/pytorch-leonardo:TAG  (or singularity build)
 set -euo pipefail
 
-srun --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 --mpi=pmix singularity exec --nv pytorch-leonardo.sif python3 -m workloads.cnn \
+srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=8 --mpi=pmix singularity exec --nv pytorch-leonardo.sif python3 -m workloads.cnn \
     --mode ddp
