@@ -3,6 +3,7 @@ stack (fabric libraries + MPI), the Python environment, and the two-stage layout
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,12 @@ def base(site: Site, which: str, name: str) -> baseimage:
                      _bootstrap=site.base.bootstrap)
 
 
+def cuda_major(site: Site) -> int:
+    """The CUDA major version of the runtime image (nvidia/cuda:<major>.<minor>...), else the host's."""
+    m = re.search(r":(\d+)\.", site.base.runtime)
+    return int(m.group(1)) if m else site.gpu.version.parts[0]
+
+
 def comm_stack(site: Site, p: Plan) -> list:
     """Fabric libraries and the container MPI, in build order; each block has `runtime()`."""
     pins = site.software.distro_pins
@@ -60,7 +67,7 @@ def comm_stack(site: Site, p: Plan) -> list:
         blocks.append(fabric.libfabric(version=str(p.libfabric), providers=p.providers, prefix=PREFIX["libfabric"],
                                        cxi=PREFIX["libcxi"] if p.libcxi else "", pins=pins, gpu=p.gpu_memory,
                                        gpu_home=p.gpu_home,
-                                       cuda_major=site.gpu.version.parts[0] if p.gpu_memory == "cuda" else 12))
+                                       cuda_major=cuda_major(site) if p.gpu_memory == "cuda" else 12))
     if p.ucx:
         if cuda:
             blocks.append(mpi.gdrcopy(prefix=PREFIX["gdrcopy"], ldconfig=True))
