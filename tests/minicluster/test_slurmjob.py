@@ -116,6 +116,9 @@ def test_a_job_past_its_timeout_is_cancelled(slurm_env, tmp_path):
 def test_ctrl_c_cancels_the_job(slurm_env, tmp_path):
     script = tmp_path / "sleep.sh"
     script.write_text("#!/bin/bash\nsleep 300\n")
+    # Ctrl-C as Python sees it: a shell without job control starts background commands with SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt handler (e.g. `.ci/run &`)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(3, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -123,6 +126,7 @@ def test_ctrl_c_cancels_the_job(slurm_env, tmp_path):
             slurmjob.submit(script, env=slurm_env, timeout=120)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert not queue(slurm_env).strip()
 
 
