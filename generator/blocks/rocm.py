@@ -64,6 +64,7 @@ def collect_commands(*, out: str = STAGING, scan: Sequence[str] = SCAN, skip: Se
         f"ldd {out}/lib/*.so* > {tmp}/deps.txt 2> /dev/null || true",
         f"awk -v roots='{roots_re}' '($2 == \"=>\" && $3 ~ /^\\// && $3 !~ roots && !seen[$3]++) {{ print $3 }}' "
         f"{tmp}/deps.txt > {tmp}/system.txt",
+        f": > {tmp}/owners.txt",
         f"while read -r f; do dpkg -S \"*${{f#/usr}}\" >> {tmp}/owners.txt "
         f"|| {{ echo \"no package owns $f\" >&2; exit 1; }}; done < {tmp}/system.txt",
         f"sed -e 's/[:,].*//' {tmp}/owners.txt > {tmp}/packages.txt",

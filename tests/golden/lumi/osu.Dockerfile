@@ -201,6 +201,7 @@ RUN mkdir -p /opt/rocm-runtime/lib /opt/rocm-runtime/.work && \
     for f in /opt/rocm-runtime/lib/*.so*; do d="${f##*/}"; d="${d%%.so*}"; d="${d#lib}"; for r in /opt/rocm /opt/amdgpu; do if [ -d "$r/lib/$d" ]; then cp -a "$r/lib/$d" /opt/rocm-runtime/lib/; fi; done; done && \
     ldd /opt/rocm-runtime/lib/*.so* > /opt/rocm-runtime/.work/deps.txt 2> /dev/null || true && \
     awk -v roots='^(/opt/rocm[^/]*|/opt/amdgpu[^/]*)/' '($2 == "=>" && $3 ~ /^\// && $3 !~ roots && !seen[$3]++) { print $3 }' /opt/rocm-runtime/.work/deps.txt > /opt/rocm-runtime/.work/system.txt && \
+    : > /opt/rocm-runtime/.work/owners.txt && \
     while read -r f; do dpkg -S "*${f#/usr}" >> /opt/rocm-runtime/.work/owners.txt || { echo "no package owns $f" >&2; exit 1; }; done < /opt/rocm-runtime/.work/system.txt && \
     sed -e 's/[:,].*//' /opt/rocm-runtime/.work/owners.txt > /opt/rocm-runtime/.work/packages.txt && \
     mkdir -p /opt/rocm-runtime/share/gen-recipe && \
