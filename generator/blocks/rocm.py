@@ -35,7 +35,7 @@ SCAN = ("/usr/local", "/opt/venv")
 SKIP = ("/usr/local/ollama",)                   # self-contained: loads its own ROCm with its own path
 # Always taken: ROCr (libfabric's --with-rocr) and the HIP runtime, which the host's GPU-aware
 # MPI (cray-mpich's GTL library, preloaded in bind mode) loads from the container.
-DLOPEN = ("/opt/rocm/lib/libhsa-runtime64.so.1", "/opt/rocm/lib/libamdhip64.so.[0-9]*")
+DLOPEN = ("/opt/rocm/lib/libhsa-runtime64.so.1", "/opt/rocm/lib/libamdhip64.so.[0-9]")   # the soname link only
 
 
 def collect_commands(*, out: str = STAGING, scan: Sequence[str] = SCAN, skip: Sequence[str] = SKIP,

@@ -195,11 +195,11 @@ ENV OLLAMA_HOST=127.0.0.1:11434 \
 RUN mkdir -p /opt/rocm-runtime/lib /opt/rocm-runtime/.work && \
     find /usr/local /opt/venv -path /usr/local/ollama -prune -o -type f \( -name '*.so' -o -name '*.so.*' -o -perm -u=x \) -print > /opt/rocm-runtime/.work/files.txt && \
     echo /opt/rocm/lib/libhsa-runtime64.so.1 >> /opt/rocm-runtime/.work/files.txt && \
-    echo /opt/rocm/lib/libamdhip64.so.[0-9]* >> /opt/rocm-runtime/.work/files.txt && \
+    echo /opt/rocm/lib/libamdhip64.so.[0-9] >> /opt/rocm-runtime/.work/files.txt && \
     xargs -r ldd < /opt/rocm-runtime/.work/files.txt > /opt/rocm-runtime/.work/ldd.txt 2> /dev/null || true && \
     awk -v roots='^(/opt/rocm[^/]*|/opt/amdgpu[^/]*)/' '($2 == "=>" && $3 ~ roots && !seen[$3]++) { print $3 }' /opt/rocm-runtime/.work/ldd.txt > /opt/rocm-runtime/.work/rocm.txt && \
     echo /opt/rocm/lib/libhsa-runtime64.so.1 >> /opt/rocm-runtime/.work/rocm.txt && \
-    echo /opt/rocm/lib/libamdhip64.so.[0-9]* >> /opt/rocm-runtime/.work/rocm.txt && \
+    echo /opt/rocm/lib/libamdhip64.so.[0-9] >> /opt/rocm-runtime/.work/rocm.txt && \
     xargs -r cp -L -t /opt/rocm-runtime/lib < /opt/rocm-runtime/.work/rocm.txt && \
     for f in /opt/rocm-runtime/lib/*.so*; do d="${f##*/}"; d="${d%%.so*}"; d="${d#lib}"; for r in /opt/rocm /opt/amdgpu; do if [ -d "$r/lib/$d" ]; then cp -a "$r/lib/$d" /opt/rocm-runtime/lib/; fi; done; done && \
     ldd /opt/rocm-runtime/lib/*.so* > /opt/rocm-runtime/.work/deps.txt 2> /dev/null || true && \
