@@ -25,12 +25,18 @@ DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
 WORK = "/var/tmp/gen-recipe-ldd"
 
 
+def find_objects(scan: Sequence[str], skip: Sequence[str], out: str) -> str:
+    """A `find` that writes to `out` every shared object and program under `scan`, not under `skip`."""
+    prune = " ".join(f"-path '{p}' -prune -o" for p in skip)
+    return (f"find {' '.join(scan)} {prune} -type f \\( -name '*.so' -o -name '*.so.*' -o -perm -u=x \\) -print "
+            f"> {out}")
+
+
 def check_commands(*, scan: Sequence[str] = SCAN, skip: Sequence[str] = SKIP,
                    allowed: Sequence[str] = DRIVER_LIBS, dlopen: Sequence[str] = (), work: str = WORK) -> list[str]:
     """POSIX sh commands that fail, naming file and library, when a library is not found (pure: a
     test runs them on a tree of its own). `dlopen`: names a program opens at run time with dlopen,
     which must be in the linker cache under exactly that name."""
-    prune = " ".join(f"-path '{p}' -prune -o" for p in skip)
     ok = "^(" + "|".join(a.replace(".", "\\\\.") for a in allowed) + ")$"
     opened = [f"ldconfig -p > {work}.cache",
               *(f"grep -q '^[[:space:]]*{name} ' {work}.cache || "
@@ -38,8 +44,7 @@ def check_commands(*, scan: Sequence[str] = SCAN, skip: Sequence[str] = SKIP,
         if dlopen else []
     return [
         *opened,
-        f"find {' '.join(scan)} {prune} -type f \\( -name '*.so' -o -name '*.so.*' -o -perm -u=x \\) -print "
-        f"> {work}.files",
+        find_objects(scan, skip, f"{work}.files"),
         # /dev/null first: with two or more files ldd names each one before its libraries
         f"xargs -r ldd /dev/null < {work}.files > {work}.txt 2> /dev/null || true",
         f"awk -v ok='{ok}' '/^\\/.*:$/ {{ f = substr($0, 1, length($0) - 1) }} "

@@ -26,6 +26,7 @@ from hpccm.primitives.copy import copy
 from hpccm.primitives.shell import shell
 
 from .clean import lint_clean
+from .libcheck import find_objects
 
 STAGING = "/opt/rocm-runtime"
 HOME = "/opt/rocm"
@@ -44,12 +45,10 @@ def collect_commands(*, out: str = STAGING, scan: Sequence[str] = SCAN, skip: Se
     paths are parameters so that a test can run the same commands on a tree of its own."""
     tmp = f"{out}/.work"
     roots_re = "^(" + "|".join(f"{r}[^/]*" for r in roots) + ")/"      # /opt/rocm and /opt/rocm-6.2.4
-    prune = " ".join(f"-path {p} -prune -o" for p in skip)
     found = f"{tmp}/rocm.txt"
     return [
         f"mkdir -p {out}/lib {tmp}",
-        f"find {' '.join(scan)} {prune} -type f \\( -name '*.so' -o -name '*.so.*' -o -perm -u=x \\) -print "
-        f"> {tmp}/files.txt",
+        find_objects(scan, skip, f"{tmp}/files.txt"),
         *(f"echo {lib} >> {tmp}/files.txt" for lib in dlopen),
         f"xargs -r ldd < {tmp}/files.txt > {tmp}/ldd.txt 2> /dev/null || true",
         # the ROCm libraries: dependencies that resolve into ROCm's prefixes, and the dlopen'ed ones

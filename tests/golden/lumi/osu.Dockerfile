@@ -190,7 +190,7 @@ ENV PATH=/usr/local/osu/libexec/osu-micro-benchmarks/mpi/pt2pt:/usr/local/osu/li
 # ROCm libraries the image's programs load (ldd closure and dlopen'ed
 # ROCr), for the runtime stage
 RUN mkdir -p /opt/rocm-runtime/lib /opt/rocm-runtime/.work && \
-    find /usr/local /opt/venv -path /usr/local/ollama -prune -o -type f \( -name '*.so' -o -name '*.so.*' -o -perm -u=x \) -print > /opt/rocm-runtime/.work/files.txt && \
+    find /usr/local /opt/venv -path '/usr/local/ollama' -prune -o -type f \( -name '*.so' -o -name '*.so.*' -o -perm -u=x \) -print > /opt/rocm-runtime/.work/files.txt && \
     echo /opt/rocm/lib/libhsa-runtime64.so.1 >> /opt/rocm-runtime/.work/files.txt && \
     echo /opt/rocm/lib/libamdhip64.so.[0-9] >> /opt/rocm-runtime/.work/files.txt && \
     xargs -r ldd < /opt/rocm-runtime/.work/files.txt > /opt/rocm-runtime/.work/ldd.txt 2> /dev/null || true && \
