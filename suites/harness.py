@@ -123,8 +123,40 @@ def bare_python(site: Site, recipe, cache: Path = Path("build") / "bare", *,
         local = [str(r.folder.absolute() / w.removeprefix("app/")) for w in spec.app_wheels]
         _step([*pip, *local, *spec.app], f"{what}: pip install {' '.join([*spec.app_wheels, *spec.app])}", log,
               "make the package index reachable")
+    saved = link_duplicates(dest, [d for d in cache.absolute().iterdir() if d != dest and (d / ".complete").is_file()])
+    if saved:
+        progress(f"{saved / 2**20:.0f} MiB of {dest.name} hard-linked to identical files of other bare twins")
     (dest / ".complete").write_text(repr(spec) + "\n")
     return str(python)
+
+
+def link_duplicates(dest: Path, others: Sequence[Path], min_size: int = 2**20) -> int:
+    """Replace each file of `dest` of at least `min_size` bytes by a hard link to a byte-identical file
+    at the same place in one of `others` (every bare twin made from one torch wheel holds the same
+    800 MB). Twins are made by pip and never written in place, so a shared inode changes nothing a run
+    sees. Returns the bytes saved; a file on another file system stays a copy."""
+    import filecmp
+
+    saved = 0
+    for path in sorted(p for p in dest.rglob("*") if p.is_file() and not p.is_symlink()):
+        size = path.stat().st_size
+        if size < min_size:
+            continue
+        rel = path.relative_to(dest)
+        for other in others:
+            twin = other / rel
+            if not twin.is_file() or twin.is_symlink() or twin.stat().st_size != size or twin.samefile(path):
+                continue
+            if filecmp.cmp(path, twin, shallow=False):
+                tmp = path.with_name(f".{path.name}.link")
+                try:
+                    os.link(twin, tmp)
+                except OSError:
+                    break
+                os.replace(tmp, path)
+                saved += size
+                break
+    return saved
 
 
 def bare_env(site: Site, mode: str, extra: Mapping[str, str] = {}) -> dict[str, str]:

@@ -88,11 +88,28 @@ def charliecloud_dir(ref: str, dest: Path, progress: Callable[[str], None]) -> s
     return str(dest)
 
 
-def _udocker_container(ref: str, name: str, cache_dir: Path, progress: Callable[[str], None]) -> str:
+def drop_runtime_image(site: Site, ref: str, runtime: str, *, cache_dir: Path = LOCAL_IMAGE_DIR) -> None:
+    """Remove what `runtime_image` made for `ref` (an unpacked directory, a udocker container), if anything."""
+    kind = PLATFORMS[runtime].local_image
+    name = runtime_image_name(site, ref, runtime, cache_dir=cache_dir)
+    if kind == "charliecloud":
+        shutil.rmtree(name, ignore_errors=True)
+    elif kind == "udocker":
+        u, env = _udocker(cache_dir)
+        subprocess.run((*u, "rm", name), capture_output=True, env=env)
+
+
+def _udocker(cache_dir: Path) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The udocker command (with --allow-root as root) and its environment (a private UDOCKER_DIR)."""
     udocker = shutil.which("udocker") or str(Path(sys.executable).with_name("udocker"))
     if not Path(udocker).exists():
         raise ToolMissing("udocker not found (pip install udocker)")
-    env = {**os.environ, **udocker_env(cache_dir)}
+    root = ("--allow-root",) if os.geteuid() == 0 else ()
+    return (udocker, *root), {**os.environ, **udocker_env(cache_dir)}
+
+
+def _udocker_container(ref: str, name: str, cache_dir: Path, progress: Callable[[str], None]) -> str:
+    u, env = _udocker(cache_dir)
     home = Path(env["UDOCKER_DIR"])
     (home / "lib").mkdir(parents=True, exist_ok=True)
     (home / "lib" / "VERSION").write_text("1.2.11\n")    # use host tools, skip the udockertools download
@@ -100,25 +117,27 @@ def _udocker_container(ref: str, name: str, cache_dir: Path, progress: Callable[
     if not wrapper.exists():
         wrapper.write_text(PROOT_WRAPPER)
         wrapper.chmod(0o755)
-    root = ("--allow-root",) if os.geteuid() == 0 else ()
-    u = (udocker, *root)
     if subprocess.run((*u, "inspect", name), capture_output=True, env=env).returncode == 0:
         return name
     image = f"localhost/gen-recipe-udocker/{name.lower()}:latest"   # a tagged name: a digest ref saves without one
     quiet(("podman", "tag", ref, image), f"tag {ref} for udocker")
     try:
         with tempfile.TemporaryDirectory(prefix="udocker-load-", dir=cache_dir) as tmp:
-            layout, archive = Path(tmp) / "oci", Path(tmp) / "image.tar"
+            layout = Path(tmp) / "oci"
             progress(f"loading {ref} into udocker (podman save --format oci-dir --uncompressed, udocker load)")
             quiet(("podman", "save", "--format", "oci-dir", "--uncompressed", "-o", str(layout), image),
                    f"podman save {ref}")       # uncompressed: half the time of an oci-archive (no gzip)
-            quiet(("tar", "-cf", str(archive), "-C", str(layout), "."), f"archive {ref} for udocker")
-            shutil.rmtree(layout)
-            quiet((*u, "load", "-i", str(archive)), f"udocker load {ref}", env=env)
+            # streamed: no archive file beside the layout (one image's size less on disk at the peak)
+            with subprocess.Popen(("tar", "-cf", "-", "-C", str(layout), "."), stdout=subprocess.PIPE) as tar:
+                quiet((*u, "load"), f"udocker load {ref}", env=env, stdin=tar.stdout)
+            if tar.returncode:
+                raise BuildFailed(f"archive {ref} for udocker failed: tar exited {tar.returncode}")
     finally:
         # name the tag to drop: a bare `podman untag IMAGE` drops every name, `ref` included
         subprocess.run(("podman", "untag", image, image), capture_output=True)
     quiet((*u, "create", f"--name={name}", image), f"udocker create {name}", env=env)
+    # the container is a full copy: its image's layers are not needed to run it (docs/runtimes.md §6)
+    quiet((*u, "rmi", image), f"udocker rmi {image}", env=env)
     # P1 (PRoot, through the wrapper): R1 with the host runc runs, but udocker 1.3.17 then exits 1 even on success
     quiet((*u, "setup", "--execmode=P1", name), f"udocker setup {name}", env=env)
     return name

@@ -85,9 +85,11 @@ def test_podman_runs_the_pulled_image(pushed, local_site, run_env):
     assert (record["workload"], record["steps"], record["torch"]) == ("mnist", 2, "2.13.0+cpu")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ch_image(pushed, local_site):
-    return convert.runtime_image(local_site, pushed[1], "charliecloud", cache_dir=CACHE / "images")
+    yield convert.runtime_image(local_site, pushed[1], "charliecloud", cache_dir=CACHE / "images")
+    # a second unpacked copy of the suite's image (named by digest): gone before the suite needs the disk
+    convert.drop_runtime_image(local_site, pushed[1], "charliecloud", cache_dir=CACHE / "images")
 
 
 def pushed_digest(path: str) -> str:
@@ -149,9 +151,15 @@ def test_udocker_runs_the_pulled_image(pushed, local_build, local_site, run_env)
         assert subprocess.run(["podman", "image", "exists", ref], timeout=60).returncode == 0, ref
     env = {**run_env, **runtimes.udocker_env(CACHE / "images")}
     opts = runtimes.Options(allow_root=os.geteuid() == 0)
-    smoke = run(runtimes.command(local_site, name, SMOKE, opts, runtime="udocker"), env)
+    try:
+        smoke = run(runtimes.command(local_site, name, SMOKE, opts, runtime="udocker"), env)
+    finally:
+        convert.drop_runtime_image(local_site, pushed[1], "udocker", cache_dir=CACHE / "images")
     assert smoke.returncode == 0, smoke.stderr[-2000:]
     assert last_json(smoke.stdout)["workload"] == "mnist"
+    home = CACHE / "images" / "udocker"
+    assert not (home / "repos" / "localhost" / "gen-recipe-udocker" / name.lower()).exists()  # layers went after create
+    assert not (home / "containers" / name).exists()                                          # the container went too
 
 
 def test_second_build_is_a_cached_no_op(local_build, local_site, run_env):

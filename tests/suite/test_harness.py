@@ -110,3 +110,24 @@ def test_differences_name_a_torch_build():
     assert harness.differences(a, {**a, "torch_build": "fedcba9876543210"}) == \
         ["torch_build '0123456789abcdef' vs 'fedcba9876543210'"]
     assert harness.differences(a, dict(a)) == []
+
+
+def test_bare_twins_share_identical_large_files(tmp_path):
+    """link_duplicates: a large file identical to the one at the same place in another twin becomes a
+    hard link to it; a different file of the same size, a small one and a symlink stay as they are."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    files = {"lib/torch.so": (b"T" * 4096, b"T" * 4096), "lib/other.so": (b"A" * 4096, b"B" * 4096),
+             "small.py": (b"x", b"x")}
+    for rel, (a, b) in files.items():
+        for root, data in ((old, a), (new, b)):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+    (new / "link.so").symlink_to(new / "lib" / "torch.so")
+    assert harness.link_duplicates(new, [tmp_path / "missing", old], min_size=1024) == 4096
+    assert (new / "lib" / "torch.so").samefile(old / "lib" / "torch.so")
+    assert (new / "lib" / "torch.so").read_bytes() == b"T" * 4096
+    assert not (new / "lib" / "other.so").samefile(old / "lib" / "other.so")
+    assert (new / "lib" / "other.so").read_bytes() == b"B" * 4096
+    assert not (new / "small.py").samefile(old / "small.py")
+    assert (new / "link.so").is_symlink() and not list(new.rglob(".*.link"))
+    assert harness.link_duplicates(new, [old], min_size=1024) == 0          # already shared: nothing more
