@@ -21,7 +21,7 @@ SHORT = ("python3", "/opt/trainer/train.py", "--steps", "5", "--warmup", "1")
 
 
 @pytest.fixture(scope="module")
-def app_image(tools, local_base_image, local_build) -> str:
+def app_image(tools, local_base_image, local_build, local_site):
     """The trainer image, built by the CLI as a user would (after the pytorch image: its layers are reused)."""
     r = gen_recipe("build", "--site", "local", "--recipe", APP)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -29,7 +29,9 @@ def app_image(tools, local_base_image, local_build) -> str:
     assert found, r.stdout
     again = gen_recipe("build", "--site", "local", "--recipe", APP)
     assert again.stdout.startswith("up to date: ") and found.group(1) in again.stdout
-    return found.group(1)
+    yield found.group(1)
+    for runtime in ("charliecloud", "udocker"):     # its unpacked copies: gone before the suite needs the disk
+        convert.drop_runtime_image(local_site, found.group(1), runtime, cache_dir=CACHE / "images")
 
 
 @pytest.mark.parametrize("runtime", ["charliecloud", "podman", "udocker"])
