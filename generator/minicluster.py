@@ -3,11 +3,13 @@
     gen-recipe minicluster up|down|status [--dir DIR]
 
 Everything lives under one state directory (default `build/minicluster/`, or $GEN_RECIPE_MINICLUSTER):
-slurm.conf, the munge key and socket, pid files, logs, the controller's state and each node's spool
-and TmpFS. Use it with `export SLURM_CONF=DIR/slurm.conf` (printed by `up` and `status`); the
-`local-slurm` site describes it. `up` and `down` are idempotent. Both slurmd run on 127.0.0.1 with
-their own ports; each has its own TmpFS (`tmp-n1/`, `tmp-n2/`), where the PMIx plugin puts the
-per-step directories (`srun --mpi=pmix` across both nodes needs them apart).
+slurm.conf, the munge key and socket, pid files, logs, the controller's state and each node's spool.
+Use it with `export SLURM_CONF=DIR/slurm.conf` (printed by `up` and `status`); the `local-slurm` site
+describes it. `up` and `down` are idempotent. Both slurmd run on 127.0.0.1 with their own ports; each
+has its own TmpFS (`tmp-n1/`, `tmp-n2/`), where the PMIx plugin puts the per-step directories
+(`srun --mpi=pmix` across both nodes needs them apart). The TmpFS directories are under /tmp
+(`/tmp/gen-recipe-minicluster-<hash of the state directory>/`), because containers (ch-run) share the
+machine's /tmp and Open MPI keeps its session directory in the step's directory there.
 
 For tests:  up(path) -> Status,  down(path) -> list of stopped daemons,  status(path) -> Status,
 slurm_env(path) -> the environment for sbatch/srun. The config text comes from pure functions.
@@ -20,6 +22,7 @@ import os
 import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import time
 import zlib
@@ -33,6 +36,7 @@ from .files import write_atomic
 NODES = ("n1", "n2")
 ENV_VAR = "GEN_RECIPE_MINICLUSTER"
 DEFAULT_DIR = Path("build") / "minicluster"
+TMP = Path("/tmp")
 TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "sinfo", "scontrol", "unshare", "mount")
 PACKAGES = "slurm-wlm slurm-wlm-basic-plugins munge"
 READY_STATES = ("idle", "mixed", "allocated", "completing")
@@ -62,9 +66,14 @@ class Layout:
     def log(self, daemon: str) -> Path:
         return self.root / "log" / f"{daemon}.log"
 
+    @property
+    def tmp_root(self) -> Path:
+        """The nodes' TmpFS directories go here: under /tmp, which containers share."""
+        return TMP / f"gen-recipe-minicluster-{zlib.crc32(str(self.root).encode()):08x}"
+
     def dirs(self) -> list[Path]:
-        return [self.root / d for d in ("munge", "run", "log", "state", *(f"spool-{n}" for n in NODES),
-                                        *(f"tmp-{n}" for n in NODES))]
+        return [self.root / d for d in ("munge", "run", "log", "state", *(f"spool-{n}" for n in NODES))] + \
+            [self.tmp_root / f"tmp-{n}" for n in NODES]
 
 
 def layout(state_dir: Path | str | None = None, environ: Mapping[str, str] | None = None) -> Layout:
@@ -114,8 +123,9 @@ def slurm_conf(lay: Layout, user: str, cpus: int) -> str:
         "KillWait=5",
         f"StateSaveLocation={r / 'state'}",
         f"SlurmdSpoolDir={r / 'spool-%n'}",
-        # the PMIx plugin makes spmix_appdir_<uid>_<job>.<step> under TmpFS: one per node, or they clash
-        f"TmpFS={r / 'tmp-%n'}",
+        # the PMIx plugin makes spmix_appdir_<uid>_<job>.<step> under TmpFS: one per node, or they clash;
+        # Open MPI's session directory goes there, so a container must see it: under /tmp
+        f"TmpFS={lay.tmp_root / 'tmp-%n'}",
         f"SlurmctldPidFile={lay.pidfile('slurmctld')}",
         f"SlurmdPidFile={r / 'run' / 'slurmd-%n.pid'}",
         f"SlurmctldLogFile={lay.log('slurmctld')}",
@@ -273,6 +283,7 @@ def up(state_dir: Path | str | None = None, timeout: float = 60.0) -> Status:
     lay = layout(state_dir)
     lay.root.mkdir(parents=True, exist_ok=True)
     lay.root.chmod(0o755)
+    _own_dir(lay.tmp_root)
     for d in lay.dirs():
         d.mkdir(exist_ok=True)
     if not lay.key.exists():
@@ -289,6 +300,27 @@ def up(state_dir: Path | str | None = None, timeout: float = 60.0) -> Status:
     _wait(lambda: all(node_states(lay).get(n) in READY_STATES for n in NODES), timeout,
           "nodes not ready", lay.log("slurmctld"))
     return status(lay.root)
+
+
+def _is_own_dir(path: Path) -> bool:
+    """A directory (not a link to one) that this user owns."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+
+
+def _own_dir(path: Path) -> None:
+    """Make `path` (in a world-writable directory) ours: a directory, not a link, owned by us, mode 755."""
+    try:
+        path.mkdir(mode=0o755)
+    except FileExistsError:
+        pass
+    if not _is_own_dir(path):
+        raise CheckFailed(f"minicluster: {path} exists and is not a directory of ours (remove it, or start "
+                          f"the cluster from another --dir)")
+    path.chmod(0o755)
 
 
 def _run(argv: list[str], name: str, lay: Layout, env: Mapping[str, str] | None = None) -> None:
@@ -322,6 +354,8 @@ def down(state_dir: Path | str | None = None) -> list[str]:
     for pid in _stepds(lay):
         _stop(pid, grace=2)
         stopped.append(f"slurmstepd {pid}")
+    if _is_own_dir(lay.tmp_root):
+        shutil.rmtree(lay.tmp_root, ignore_errors=True)  # steps' leftovers; `up` makes it again
     return stopped
 
 

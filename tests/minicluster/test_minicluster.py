@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from generator import minicluster
+from generator.errors import CheckFailed
 
 from .conftest import REPO
 
@@ -21,9 +22,11 @@ def test_conf_keeps_everything_under_the_state_directory():
     lay = minicluster.Layout(Path("/srv/mc"))
     conf = minicluster.slurm_conf(lay, "alice", 4)
     paths = re.findall(r"=(/[^\s]*)", conf)
-    assert len(paths) == 8 and all(p.startswith("/srv/mc/") for p in paths)
+    assert len(paths) == 8 and sum(p.startswith("/srv/mc/") for p in paths) == 7
     assert "AuthInfo=socket=/srv/mc/munge/munge.socket" in conf
-    assert "TmpFS=/srv/mc/tmp-%n" in conf                 # one PMIx step directory per node
+    # one PMIx step directory per node, under /tmp (which containers share), named after the state directory
+    assert re.search(r"^TmpFS=/tmp/gen-recipe-minicluster-[0-9a-f]{8}/tmp-%n$", conf, re.M)
+    assert lay.tmp_root != minicluster.Layout(Path("/srv/mc2")).tmp_root
     assert "SlurmUser=alice" in conf
     p = minicluster.ports(lay.root)
     assert f"NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port={p['n1']} CPUs=4 State=UNKNOWN" in conf
@@ -120,3 +123,12 @@ def test_a_second_cluster_comes_up_beside_and_goes_down_leaving_nothing(cluster)
     assert not any(minicluster.status(other).pids.values())
     assert minicluster.down(other) == []
     assert minicluster.status(cluster.root).up          # the session's cluster is untouched
+
+
+def test_tmp_root_must_be_a_directory_of_ours(tmp_path):
+    minicluster._own_dir(tmp_path / "mine")
+    assert (tmp_path / "mine").is_dir() and minicluster._is_own_dir(tmp_path / "mine")
+    minicluster._own_dir(tmp_path / "mine")                 # idempotent
+    (tmp_path / "link").symlink_to(tmp_path / "mine")        # a link planted in /tmp is refused
+    with pytest.raises(CheckFailed, match="not a directory of ours"):
+        minicluster._own_dir(tmp_path / "link")

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -64,7 +65,11 @@ def test_bare_mpi_script_runs_through_sbatch(slurm_env, workloads_dir, tmp_path,
                     "--tasks-per-node", str(tasks), "--workloads-dir", str(workloads_dir), "--time", "00:05:00",
                     "--", "--sizes", "1,4k", "--iters", "20", "--warmup", "2")
     assert f"srun --nodes={nodes} --ntasks-per-node={tasks} --mpi=pmix python3 -m workloads.mpi" in script.read_text()
-    result = slurmjob.submit(script, env=slurm_env, timeout=300)
+    with tempfile.NamedTemporaryFile(dir="/tmp", prefix="minicluster-canary-") as canary:
+        result = slurmjob.submit(script, env=slurm_env, timeout=300)
+        # Open MPI has the PMIx server remove its top session directory's files when the step ends: with
+        # that directory /tmp, every file in /tmp went (minicluster.Layout.tmp_root)
+        assert Path(canary.name).exists(), "a file in /tmp went with the step"
     assert (result.state, result.exit_code) == ("COMPLETED", "0:0")
     assert result.nodes == ("n1" if nodes == 1 else "n[1-2]")
     [record] = slurmjob.json_lines(result.output)            # rank 0 reports for every rank

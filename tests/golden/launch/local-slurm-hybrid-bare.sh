@@ -10,7 +10,6 @@
 set -euo pipefail
 
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_orte_top_session_dir=/tmp
 export PMIX_MCA_gds=hash
 
 # the workloads package, as the image carries it in /opt/workloads

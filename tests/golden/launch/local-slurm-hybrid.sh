@@ -11,6 +11,5 @@
 set -euo pipefail
 
 srun --nodes=2 --ntasks-per-node=1 --mpi=pmix ch-run --set-env \
-    --set-env=OMPI_MCA_btl_vader_single_copy_mechanism=none \
-    --set-env=OMPI_MCA_orte_top_session_dir=/tmp --set-env=PMIX_MCA_gds=hash --join --join-ct=1 pytorch-local-slurm.sqfs \
-    -- python3 -m workloads.cnn --mode ddp
+    --set-env=OMPI_MCA_btl_vader_single_copy_mechanism=none --set-env=PMIX_MCA_gds=hash --join \
+    --join-ct=1 pytorch-local-slurm.sqfs -- python3 -m workloads.cnn --mode ddp
