@@ -11,6 +11,7 @@ are replaced every few pairs (`compare`).
 from __future__ import annotations
 
 import contextlib
+import filecmp
 import json
 import os
 import random
@@ -135,8 +136,6 @@ def link_duplicates(dest: Path, others: Sequence[Path], min_size: int = 2**20) -
     at the same place in one of `others` (every bare twin made from one torch wheel holds the same
     800 MB). Twins are made by pip and never written in place, so a shared inode changes nothing a run
     sees. Returns the bytes saved; a file on another file system stays a copy."""
-    import filecmp
-
     saved = 0
     for path in sorted(p for p in dest.rglob("*") if p.is_file() and not p.is_symlink()):
         size = path.stat().st_size
