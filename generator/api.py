@@ -27,12 +27,12 @@ from collections.abc import Mapping, Sequence
 
 import hpccm
 
-from .app import Workload
-from .blocks.common import app_files as _app_files, ospackages
-from .blocks.stack import PythonSpec, comm_stack, python_blocks, python_spec, two_stage as _two_stage
-from .errors import RecipeError
-from .plan import Plan, plan
-from .site import Loader, Site
+from generator.model.app import Workload
+from generator.recipe.blocks.common import app_files as _app_files, ospackages
+from generator.recipe.blocks.stack import PythonSpec, comm_stack, python_blocks, python_spec, two_stage as _two_stage
+from generator.errors import RecipeError
+from generator.recipe.plan import Plan, plan
+from generator.model.site import Loader, Site
 
 __all__ = ["Site", "Plan", "PythonSpec", "Workload", "RecipeError", "plan", "comm_stack", "python_spec", "python_env",
            "app_files", "two_stage", "ospackages", "llm_requirements", "llm_engine", "requirements_file", "workload"]
@@ -72,7 +72,7 @@ def llm_requirements(site: Site) -> list[str]:
 
 def llm_engine(site: Site) -> list:
     """The site's LLM serving engine (Ollama at software.ollama), or nothing when the site has none."""
-    from .blocks.ollama import ollama
+    from generator.recipe.blocks.ollama import ollama
 
     sw = site.software
     return [ollama(version=str(sw.ollama), gpu=site.gpu.stack)] if sw.ollama else []
@@ -82,7 +82,7 @@ def requirements_file(path) -> list[str]:
     """The pins of a pip requirements file (name==version lines; comments allowed), as app files read them."""
     from pathlib import Path
 
-    from .app import requirements_file as read
+    from generator.model.app import requirements_file as read
 
     def fail(key: str, problem: str, hint: str = ""):
         raise RecipeError(f"{path}: {problem}" + (f" ({hint})" if hint else ""))
@@ -91,7 +91,7 @@ def requirements_file(path) -> list[str]:
 
 def workload(**keys) -> Workload:
     """A `Workload` (what the suite measures), validated like an app file's [workload] table."""
-    from .app import _check_workload
+    from generator.model.app import _check_workload
 
     loader = Loader("recipe WORKLOAD")
     w = loader.table(Workload, {k: list(v) if isinstance(v, tuple) else v for k, v in keys.items()}, "workload")

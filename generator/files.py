@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from .errors import GenRecipeError, UsageError
+from generator.errors import GenRecipeError, UsageError
 
 
 class WriteFailed(GenRecipeError):

@@ -1,5 +1,5 @@
 """Quoting at the sinks: one helper per target, for every value that reaches a shell script or a
-comment line. Site values are validated at load (generator/site.py); these helpers make the output
+comment line. Site values are validated at load (generator/model/site.py); these helpers make the output
 safe whatever they hold.
 
 - `word`: a shell word (`$NAME`/`${NAME}` stay host-variable references, everything else literal);
@@ -14,7 +14,7 @@ import re
 import shlex
 from collections.abc import Sequence
 
-from .errors import UNPRINTABLE, UsageError
+from generator.errors import UNPRINTABLE, UsageError
 
 _SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hpccm
 
 from generator import api
-from generator.blocks.osu import osu
-from generator.blocks.stack import mpicc
+from generator.recipe.blocks.osu import osu
+from generator.recipe.blocks.stack import mpicc
 
 
 def python(site: api.Site) -> None:

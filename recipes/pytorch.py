@@ -5,7 +5,7 @@ from __future__ import annotations
 import hpccm
 
 from generator import api
-from generator.blocks.common import payload
+from generator.recipe.blocks.common import payload
 
 
 def python(site: api.Site) -> api.PythonSpec:

@@ -35,9 +35,9 @@ from hpccm.primitives.baseimage import baseimage
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from generator import site as site_mod  # noqa: E402
-from generator.hpccm_context import hpccm_context, hpccm_distro  # noqa: E402
-from generator.plan import plan  # noqa: E402
+from generator.model import site as site_mod  # noqa: E402
+from generator.recipe.context import hpccm_context, hpccm_distro  # noqa: E402
+from generator.recipe.plan import plan  # noqa: E402
 
 SUFFIX = {"docker": ".Dockerfile", "apptainer": ".def"}
 

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/record_pairs.py --pairs 48 --out tests/suite/data/mnist_aa_local.json
     .venv/bin/python scripts/record_pairs.py --mpi --pairs 24 --out tests/suite/data/mpi_latency_aa_local.json
 
-Runs the suite's harness (`suites.harness.compare`, fresh fork servers every 3 pairs, both sides
+Runs the suite's harness (`generator.suite.harness.compare`, fresh fork servers every 3 pairs, both sides
 pinned to the same CPU as the suite does) with the same Python on both sides, the `mnist` workload at
 its CPU size. The JSON keeps what `generator.suite.stats.Process` needs (work and seconds per chunk,
 per process) plus how it was made; `tests/suite/test_sequential.py` resamples its pairs.
@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from generator.site import load as load_site  # noqa: E402
-from suites import harness  # noqa: E402
+from generator.model.site import load as load_site  # noqa: E402
+from generator.suite import harness  # noqa: E402
 from workloads.registry import WORKLOADS  # noqa: E402
 
 

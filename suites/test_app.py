@@ -13,10 +13,10 @@ import dataclasses
 
 import pytest
 
-from generator.site import Tolerance
+from generator.model.site import Tolerance
 from generator.suite import result
-from suites import harness
-from suites.plugin import SUITE, need_runtime, run_options, runtimes_under_test
+from generator.suite import harness
+from generator.suite.plugin import SUITE, need_runtime, run_options, runtimes_under_test
 
 
 def pytest_generate_tests(metafunc):

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from generator.suite import result
-from suites import harness
-from suites.plugin import mode_of, need_runtime, run_options, size, tolerance
+from generator.suite import harness
+from generator.suite.plugin import mode_of, need_runtime, run_options, size, tolerance
 
 WORKLOAD = "mnist"
 

@@ -13,8 +13,8 @@ import pytest
 
 from generator.suite import result
 from generator.suite.stats import estimate
-from suites import harness
-from suites.plugin import DEFAULT_PAIRS, mode_of, need_runtime, run_options, size, tolerance
+from generator.suite import harness
+from generator.suite.plugin import DEFAULT_PAIRS, mode_of, need_runtime, run_options, size, tolerance
 
 WORKLOAD = "mnist"     # the cheapest to start: controls need many processes
 

@@ -4,7 +4,7 @@ so a mismatch that breaks the container is reported here first, with the fix."""
 
 from __future__ import annotations
 
-from generator import detect
+from generator.detect import machine as detect
 
 
 def test_site_facts_match_this_machine(site, on_site):

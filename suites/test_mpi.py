@@ -16,12 +16,12 @@ import time
 
 import pytest
 
-from generator import launch, runtimes
+from generator.run import launch, runtimes
 from generator.suite import result
 from generator.suite import sequential
 from generator.suite.stats import Pair, Process
-from suites import harness
-from suites.plugin import SUITE, need_runtime, run_options, runtimes_under_test, tolerance
+from generator.suite import harness
+from generator.suite.plugin import SUITE, need_runtime, run_options, runtimes_under_test, tolerance
 
 RANKS = 2
 # Latency is heavy-tailed here (single runs reach 100x the rest): each process measures 8 small sizes and

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from generator.suite import result
-from suites import harness
-from suites.plugin import REGISTRY, SUITE, need_runtime, run_options, runtimes_under_test, size, tolerance
+from generator.suite import harness
+from generator.suite.plugin import REGISTRY, SUITE, need_runtime, run_options, runtimes_under_test, size, tolerance
 from workloads.registry import STEADY
 
 

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from generator import launch, payload, slurmjob
+from generator.run import launch, slurmjob
+from generator.recipe import payload
 from generator.suite import result
-from suites import harness
-from suites.plugin import SUITE, Note, mode_of, need_runtime, runtimes_under_test, size, tolerance
+from generator.suite import harness
+from generator.suite.plugin import SUITE, Note, mode_of, need_runtime, runtimes_under_test, size, tolerance
 from suites.test_mpi import ARGS as MPI_ARGS, Paired, measure_and_judge, run_mpi, transport_problem
 from workloads.registry import DDP
 
@@ -199,7 +200,7 @@ def steps_run(scripts: Scripts, allocation: Allocation, workload: str, side: str
 
 
 def metric_of(workload: str):
-    from generator.app import Workload
+    from generator.model.app import Workload
     return Workload(command=("python3", "-m", f"workloads.{workload}"), json_key="value", regex="",
                     unit="samples/s", better="higher", timeout=STEP_TIMEOUT)
 

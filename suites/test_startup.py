@@ -11,8 +11,8 @@ import time
 
 from generator.suite import result
 from generator.suite.stats import Pair, Process, Verdict, estimate, verdict
-from suites import harness
-from suites.plugin import SUITE, need_runtime, run_options, runtimes_under_test
+from generator.suite import harness
+from generator.suite.plugin import SUITE, need_runtime, run_options, runtimes_under_test
 
 ARGS = ("--threads", "1", "--batch-size", "8", "--limit-samples", "256", "--steps", "1", "--warmup", "0")
 RUNS = 4

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from generator import catalog, launch, render, runtimes
+from generator.recipe import catalog, render
+from generator.run import launch, runtimes
 from generator.lint.engine import lint_text
 from generator.lint.model import target_of
-from suites.plugin import SUITE
+from generator.suite.plugin import SUITE
 
 FORMATS = ("docker", "apptainer")
 

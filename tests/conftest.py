@@ -40,6 +40,6 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def local_base_image() -> str:
     """The `local` site's base image, made offline with mmdebstrap when missing (slow the first time)."""
-    from generator import site
+    from generator.model import site
     from generator.images import base
     return base.ensure_base_image(site.load("local"))

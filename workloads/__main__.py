@@ -1,6 +1,6 @@
 """python -m workloads: list the workloads, one per line (name and description)."""
 
-from .registry import WORKLOADS
+from workloads.registry import WORKLOADS
 
 
 def main():

@@ -5,7 +5,7 @@ apple2orange (2418 images, 80:20 train/test), or on an image folder (--data DIR)
 import math
 import os
 
-from . import common, train
+from workloads import common, train
 
 NAME = "cnn"
 DESCRIPTION = "CNN image classifier of the CUG 2025 Frontier container study (single/dp/ddp)"

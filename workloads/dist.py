@@ -107,7 +107,7 @@ def init(torch, device_request):
     """Detect the launcher, pick the device (cuda:local_rank on GPUs) and call
     init_process_group (nccl -- RCCL on ROCm -- on GPUs, gloo on CPU).
     Returns (DistInfo, torch.device)."""
-    from .common import resolve_device
+    from workloads.common import resolve_device
     info = detect()
     device = resolve_device(torch, device_request)
     if device.type == "cuda":

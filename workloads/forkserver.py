@@ -23,8 +23,8 @@ import signal
 import sys
 import time
 
-from . import common
-from .registry import WORKLOADS
+from workloads import common
+from workloads.registry import WORKLOADS
 # Imported once by the server, so that children start in a fraction of a second: the optimisers
 # import torch._dynamo lazily (~2 s), the llm workload transformers' LLaMA (~1.5 s). Optional ones
 # that are missing are skipped. None of them starts a thread.

@@ -5,7 +5,7 @@ primary-particle energy to a 25^3 energy-deposit volume (Linear, ConvTranspose3d
 the discriminator (Conv3d) outputs real/fake and regresses the primary energy. Data are
 synthetic, deterministic electromagnetic-shower-like volumes."""
 
-from . import common, train
+from workloads import common, train
 
 NAME = "gan3d"
 DESCRIPTION = "3D convolutional GAN on 25^3 calorimeter showers (PASC 2020 3DGAN; single/ddp)"

@@ -17,8 +17,8 @@ import time
 import urllib.error
 import urllib.request
 
-from . import common
-from .prompts import PROMPTS
+from workloads import common
+from workloads.prompts import PROMPTS
 
 NAME = "llm"
 DESCRIPTION = "LLM serving: time to answer a fixed prompt set on 0..N GPUs (ollama or transformers)"

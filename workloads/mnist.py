@@ -7,7 +7,7 @@ import math
 import os
 import struct
 
-from . import common, train
+from workloads import common, train
 
 NAME = "mnist"
 DESCRIPTION = "MNIST example CNN classifier of the MODAK study (CPU; single/ddp)"

@@ -11,7 +11,7 @@ import re
 import socket
 import time
 
-from . import common
+from workloads import common
 
 NAME = "mpi"
 DESCRIPTION = "mpi4py ping-pong/allreduce latency and bandwidth, with the transport in use"

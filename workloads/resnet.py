@@ -2,7 +2,7 @@
 InceptionV3, the image-classification benchmarks of the udocker + Horovod study at IFCA
 (default batch sizes 256/256/128). Needs torchvision; exits 77 where it does not import."""
 
-from . import common, train
+from workloads import common, train
 
 NAME = "resnet"
 DESCRIPTION = "ResNet-50/101 and InceptionV3 synthetic training throughput (torchvision; single/dp/ddp)"

@@ -3,8 +3,8 @@ model wrapping, an endless seeded index stream, and a supervised training Runner
 
 import os
 
-from . import common, dist
-from .common import Runner, UsageError, device_name, resolve_device
+from workloads import common, dist
+from workloads.common import Runner, UsageError, device_name, resolve_device
 
 
 def setup_parallel(torch, args):

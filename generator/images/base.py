@@ -6,9 +6,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..site import Site
-from .builders import exists_argv
-from .process import ToolMissing, need, stderr_progress, stream, succeeds
+from generator.model.site import Site
+from generator.images.builders import exists_argv
+from generator.images.process import ToolMissing, need, stderr_progress, stream, succeeds
 
 
 DEBIAN_SUITES = {"11": "bullseye", "12": "bookworm", "13": "trixie"}

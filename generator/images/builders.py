@@ -6,9 +6,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
-from .process import ToolMissing, need, quiet, succeeds
-from .tags import tls_flags
+from generator.errors import UsageError
+from generator.images.process import ToolMissing, need, quiet, succeeds
+from generator.images.tags import tls_flags
 
 
 OCI_BUILDERS = ("docker", "podman", "buildah", "ch-image")     # tried in this order

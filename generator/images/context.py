@@ -8,11 +8,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import catalog, render
-from .tags import IGNORED
-from ..payload import workloads_dir
-from ..site import Site
-from .process import BuildFailed, ToolMissing, stream
+from generator.recipe import catalog, render
+from generator.images.tags import IGNORED
+from generator.recipe.payload import workloads_dir
+from generator.model.site import Site
+from generator.images.process import BuildFailed, ToolMissing, stream
 
 
 CACHE_DIR = Path("build")                       # contexts, wheels, runtime images

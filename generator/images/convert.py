@@ -12,9 +12,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..runtimes import LOCAL_IMAGE_DIR, PLATFORMS, udocker_env
-from ..site import Site
-from .process import BuildFailed, ToolMissing, need, quiet, stderr_progress
+from generator.run.runtimes import LOCAL_IMAGE_DIR, PLATFORMS, udocker_env
+from generator.model.site import Site
+from generator.images.process import BuildFailed, ToolMissing, need, quiet, stderr_progress
 
 
 def _safe_name(ref: str) -> str:

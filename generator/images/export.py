@@ -15,15 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import catalog
-from ..errors import UsageError
-from ..files import write_atomic
-from ..runtimes import PLATFORMS
-from ..site import Site
-from .convert import charliecloud_dir
-from .oci import build_image
-from .process import need, quiet, stderr_progress
-from .sif import build_sif, file_sha256
+from generator.recipe import catalog
+from generator.errors import UsageError
+from generator.files import write_atomic
+from generator.run.runtimes import PLATFORMS
+from generator.model.site import Site
+from generator.images.convert import charliecloud_dir
+from generator.images.oci import build_image
+from generator.images.process import need, quiet, stderr_progress
+from generator.images.sif import build_sif, file_sha256
 
 # The runtime's image kind → the file suffix an export has (what `ch-convert`/`apptainer` recognise).
 SUFFIX = {"directory": ".tar.gz", "sif": ".sif"}

@@ -7,14 +7,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import catalog
-from ..site import Site
-from .base import ensure_base_image
-from .builders import BuildResult, build_argv, exists_argv, find_builder, inspect_local, target_platform
-from .context import CACHE_DIR, ca_bundle, prepare_context
-from .process import stderr_progress, stream, succeeds
-from .registry import push as push_image, push_target, verify_push
-from .tags import default_ref
+from generator.recipe import catalog
+from generator.model.site import Site
+from generator.images.base import ensure_base_image
+from generator.images.builders import BuildResult, build_argv, exists_argv, find_builder, inspect_local, target_platform
+from generator.images.context import CACHE_DIR, ca_bundle, prepare_context
+from generator.images.process import stderr_progress, stream, succeeds
+from generator.images.registry import push as push_image, push_target, verify_push
+from generator.images.tags import default_ref
 
 
 def build_image(site: Site, recipe: str | catalog.Recipe, *, tag: str | None = None, push: bool | str | None = None,

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from ..errors import GenRecipeError
+from generator.errors import GenRecipeError
 
 
 class BuildFailed(GenRecipeError):

@@ -9,11 +9,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import UsageError
-from ..site import Site
-from .builders import inspect_argv, push_argv
-from .process import BuildFailed, PushNotVerified, need, quiet, stream
-from .tags import registry_host, retarget
+from generator.errors import UsageError
+from generator.model.site import Site
+from generator.images.builders import inspect_argv, push_argv
+from generator.images.process import BuildFailed, PushNotVerified, need, quiet, stream
+from generator.images.tags import registry_host, retarget
 
 
 def verify_push(ref: str, digest: str) -> None:

@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import catalog
-from ..site import Site
-from .builders import BuildResult, find_builder, inspect_argv
-from .context import CACHE_DIR, prepare_context
-from .process import PushNotVerified, need, stderr_progress, stream
-from .registry import push_target
-from .tags import default_ref
+from generator.recipe import catalog
+from generator.model.site import Site
+from generator.images.builders import BuildResult, find_builder, inspect_argv
+from generator.images.context import CACHE_DIR, prepare_context
+from generator.images.process import PushNotVerified, need, stderr_progress, stream
+from generator.images.registry import push_target
+from generator.images.tags import default_ref
 
 
 def build_sif(site: Site, recipe: str | catalog.Recipe, *, out: Path | None = None, push: bool | str | None = None,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .. import __version__, catalog, render
-from ..payload import workloads_dir
-from ..site import Site
+from generator import __version__
+from generator.recipe import catalog, render
+from generator.recipe.payload import workloads_dir
+from generator.model.site import Site
 
 
 DEFAULT_REGISTRY = "localhost/gen-recipe"

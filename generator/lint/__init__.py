@@ -3,8 +3,8 @@
 smells a mechanical rewrite can remove. See docs/lint.md.
 """
 
-from .engine import lint_definition, lint_dockerfile, lint_source, lint_sources, lint_text
-from .model import DEFINITION, DOCKER, Finding, LintError, Source, Target, target_of
+from generator.lint.engine import lint_definition, lint_dockerfile, lint_source, lint_sources, lint_text
+from generator.lint.model import DEFINITION, DOCKER, Finding, LintError, Source, Target, target_of
 
 __all__ = ["DEFINITION", "DOCKER", "Finding", "LintError", "Source", "Target", "lint_definition",
            "lint_dockerfile", "lint_source", "lint_sources", "lint_text", "target_of"]

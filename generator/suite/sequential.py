@@ -63,8 +63,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
 
-from ..site import Tolerance
-from .stats import CONFIDENCE, Estimate, Pair, Process, Verdict, describe_interval, more_pairs, outcome, t_quantile
+from generator.model.site import Tolerance
+from generator.suite.stats import CONFIDENCE, Estimate, Pair, Process, Verdict, describe_interval, more_pairs, outcome, t_quantile
 
 SPENDING = ("obrien-fleming", "pocock")
 _N = NormalDist()

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from ..site import Tolerance
+from generator.model.site import Tolerance
 
 BOOTSTRAP = 4000
 CONFIDENCE = 0.95

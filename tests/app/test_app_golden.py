@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import catalog, render, site
+from generator.recipe import catalog, render
+from generator.model import site
 from generator.lint.engine import lint_text
 from generator.lint.model import target_of
 
@@ -71,7 +72,7 @@ def test_app_image_layers_reuse_the_stack():
 
 
 def test_generate_cli_writes_the_app(tmp_path):
-    from generator import cli
+    from generator.cli import main as cli
 
     assert cli.main(["--site", "lumi", "--recipe", SPECS[0], "--recipe", SPECS[1], "--out", str(tmp_path), "-q"]) == 0
     assert sorted(p.name for p in (tmp_path / "lumi").iterdir()) == ["trainer-py.Dockerfile", "trainer-py.def",

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from generator import app, catalog, cli
+from generator.model import app
+from generator.recipe import catalog
+from generator.cli import main as cli
 from generator.errors import GenRecipeError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -148,7 +150,8 @@ def test_wheels_of_your_own(tmp_path):
     base = GOOD.replace('base = "pytorch"', 'base = "pytorch"\n[python]\nwheels = ["dist/mypkg-1.0-py3-none-any.whl"]')
     r = catalog.load(str(write(tmp_path, base)))
     assert r.context == ("src", "dist/mypkg-1.0-py3-none-any.whl")
-    from generator import render, site
+    from generator.recipe import render
+    from generator.model import site
     text = render.recipe_text(site.load("local"), r, "docker")
     assert "--mount=type=bind,source=app,target=/app-wheels" in text
     assert "install /app-wheels/dist/mypkg-1.0-py3-none-any.whl" in text

@@ -1,4 +1,4 @@
-"""The suite's runs of an application's workload (suites/harness.py): one run = one value, a run that
+"""The suite's runs of an application's workload (generator/suite/harness.py): one run = one value, a run that
 reports nothing or fails is one line naming the side, the command and what was expected, times are
 turned into higher-is-better speeds, and unlike Python environments get no verdict."""
 
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from generator.app import Workload
-from suites import harness
+from generator.model.app import Workload
+from generator.suite import harness
 
 PY = sys.executable
 

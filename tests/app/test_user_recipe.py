@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from generator import catalog, cli, launch, render, site
+from generator.recipe import catalog, render
+from generator.cli import main as cli
+from generator.run import launch
+from generator.model import site
 from generator.lint.engine import lint_text
 from generator.lint.model import target_of
 

@@ -6,7 +6,8 @@ import contextlib
 import io
 from dataclasses import dataclass
 
-from generator import cli, site
+from generator.cli import main as cli
+from generator.model import site
 
 
 @dataclass(frozen=True)

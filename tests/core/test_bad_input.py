@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.errors import SiteError
-from generator.site import parse
+from generator.model.site import parse
 
 from .helpers import run_cli
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from generator import catalog, render, site
+from generator.recipe import catalog, render
+from generator.model import site
 
 from .helpers import all_sites
 

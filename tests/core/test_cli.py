@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from generator import __version__, site
-from generator.newsite import template
+from generator import __version__
+from generator.model import site
+from generator.cli.new_site import template
 
 from .helpers import all_sites, run_cli
 
@@ -32,7 +33,7 @@ def test_recipe_and_format_selection(tmp_path):
 
 def test_output_is_byte_identical_across_runs_and_processes(tmp_path):
     for out in ("a", "b"):
-        subprocess.run([sys.executable, "-m", "generator.cli", "--site", "lumi", "--out", str(tmp_path / out), "-q"],
+        subprocess.run([sys.executable, "-m", "generator.cli.main", "--site", "lumi", "--out", str(tmp_path / out), "-q"],
                        check=True)
     for p in (tmp_path / "a").rglob("*.*"):
         assert p.read_bytes() == (tmp_path / "b" / p.relative_to(tmp_path / "a")).read_bytes()

@@ -15,7 +15,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from generator import cli
+from generator.cli import main as cli
 
 if sys.version_info >= (3, 11):
     import tomllib

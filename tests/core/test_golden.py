@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import catalog, render, site
+from generator.recipe import catalog, render
+from generator.model import site
 
 from .helpers import all_sites
 

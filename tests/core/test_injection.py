@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from generator import launch, render, site as site_mod
+from generator.run import launch
+from generator.recipe import render
+from generator.model import site as site_mod
 from generator.errors import SiteError
 from tests.core.helpers import all_sites
 from tests.core.test_fuzz import paths, toml_text

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from generator import render, site
-from generator.blocks import rocm
-from generator.plan import plan
+from generator.recipe import render
+from generator.model import site
+from generator.recipe.blocks import rocm
+from generator.recipe.plan import plan
 
 LIBDIR = Path("/usr/lib/x86_64-linux-gnu")
 NEEDED = [Path("/usr/bin/curl"), Path("/usr/bin/xz"), LIBDIR / "libcurl.so.4", LIBDIR / "liblzma.so.5",
@@ -121,7 +122,7 @@ def test_library_check_names_a_missing_library_and_lets_the_driver_ones_pass(tmp
     """The runtime stage's last step (blocks/libcheck.py), run for real: a program that needs a library
     no image has fails the build with its name; the GPU driver's libcuda.so.1 (mounted by --nv at run
     time) does not; a skipped tree (Ollama's) is not looked at."""
-    from generator.blocks import libcheck
+    from generator.recipe.blocks import libcheck
 
     def run(*programs: tuple[str, bytes]) -> subprocess.CompletedProcess:
         root = tmp_path / "usr_local"
@@ -153,7 +154,7 @@ def test_every_runtime_stage_ends_with_the_library_check():
 def test_library_check_requires_the_names_opened_with_dlopen(tmp_path):
     """libfabric --enable-cuda-dlopen opens "libcudart.so"; the check looks the name up in the linker
     cache (`ldconfig -p`), run here against this machine's cache."""
-    from generator.blocks import libcheck
+    from generator.recipe.blocks import libcheck
     empty = tmp_path / "empty"
     empty.mkdir()
 

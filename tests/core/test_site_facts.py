@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from generator import render, site
+from generator.recipe import render
+from generator.model import site
 
 FORMATS = ("docker", "apptainer")
 

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from generator import site as site_mod
+from generator.model import site as site_mod
 from generator.errors import UsageError
-from generator.site import Site, Version
+from generator.model.site import Site, Version
 
 from .helpers import all_sites
 

@@ -37,7 +37,7 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_wheel_ships_the_packages_and_their_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for must in ("generator/cli.py", "generator/images/oci.py", "generator/suite/stats.py", "recipes/pytorch.py",
+    for must in ("generator/cli/main.py", "generator/images/oci.py", "generator/suite/stats.py", "recipes/pytorch.py",
                  "sites/frontier.toml", "workloads/registry.py", "workloads/forkserver.py", "generator/api.py",
                  "generator/templates/app.toml", "generator/templates/recipe.py", "generator/templates/main.py"):
         assert must in names, f"{must} is not in {wheel.name}"

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from generator import files
-from generator.detect import detect
+from generator.detect.machine import detect
 from generator.errors import UsageError
-from generator.probes.toml import site_toml
+from generator.detect.toml import site_toml
 
 from .helpers import run_cli
 
@@ -44,7 +44,7 @@ def test_device_directory_and_file_in_the_way_are_refused(tmp_path):
 
 def test_unwritable_places_and_a_full_disk_are_one_line(tmp_path):
     assert "cannot" in one_line(run_cli("--site", "local", "--out", "/proc/gen-recipe-test"))
-    r = subprocess.run([sys.executable, "-m", "generator.cli", "--list-sites"], stdout=open("/dev/full", "w"),
+    r = subprocess.run([sys.executable, "-m", "generator.cli.main", "--list-sites"], stdout=open("/dev/full", "w"),
                        stderr=subprocess.PIPE, text=True, cwd=REPO)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "No space left" in r.stderr, r.stderr
 
@@ -96,7 +96,7 @@ def test_sigterm_leaves_the_old_set_or_the_new_one_and_no_temporary_files(tmp_pa
                     .replace("description = \"", "description = \"changed: ", 1))
     rng = random.Random(1)
     for _ in range(8):
-        proc = subprocess.Popen([sys.executable, "-m", "generator.cli", "--site", str(site), "--out", str(out), "-q"],
+        proc = subprocess.Popen([sys.executable, "-m", "generator.cli.main", "--site", str(site), "--out", str(out), "-q"],
                                 cwd=REPO, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.2, 1.5))
         proc.send_signal(signal.SIGTERM)

@@ -1,7 +1,7 @@
 """Helpers for the detect tests: recorded probe outputs per kind of machine, and the CLI in-process.
 
 tests/fixtures/detect/<kind>/ holds one plain-text file per probe command (named by
-generator.probes.runner.fixture_name: 'fi_info -l' -> fi_info_-l.txt), `environment.txt` with
+generator.detect.runner.fixture_name: 'fi_info -l' -> fi_info_-l.txt), `environment.txt` with
 the module environment (NAME=value lines) and `root/`, the machine's /etc, /proc, /sys, /dev and
 /opt files. A command without a file is "not found" on that machine.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from generator.detect import detect
-from generator.probes.runner import fixture_name
-from generator.probes.table import PROBES
+from generator.detect.machine import detect
+from generator.detect.runner import fixture_name
+from generator.detect.table import PROBES
 from tests.core.helpers import Result, run_cli  # noqa: F401 - one CLI runner for all tests
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "detect"

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from generator import site as site_mod
-from generator.detect import Difference, compare, facts_of_site, looks_like
+from generator.model import site as site_mod
+from generator.detect.machine import Difference, compare, facts_of_site, looks_like
 
 from .conftest import detect_kind
 
@@ -153,7 +153,7 @@ def test_looks_like():
 
 
 def test_looks_like_ignores_undetected_facts(tmp_path):
-    from generator.detect import detect
+    from generator.detect.machine import detect
     nothing = detect(runner={}, root=tmp_path, env={})
     assert not looks_like(site_mod.load("local"), nothing), "no evidence at all is not a match"
     only_arch = detect(runner={"uname -m": "x86_64\n"}, root=tmp_path, env={})

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import detect as detect_mod
-from generator import site as site_mod
+from generator.detect import machine as detect_mod
+from generator.model import site as site_mod
 
 from .conftest import detect_kind, run_cli
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from generator import site as site_mod
-from generator.detect import compare, looks_like, site_toml
+from generator.model import site as site_mod
+from generator.detect.machine import compare, looks_like, site_toml
 
 from .conftest import KINDS, SITE_OF_KIND
 
@@ -131,7 +131,7 @@ def test_mpi4py_linked_against_another_mpi_is_a_warning():
 
 
 def test_cray_mpich_seen_on_a_node_without_slingshot_devices_stays_loadable(tmp_path):
-    from generator.detect import detect
+    from generator.detect.machine import detect
 
     from .conftest import environment, recorded
     f = detect(runner=recorded("cray-cxi-rocm"), root=tmp_path, env=environment("cray-cxi-rocm"))
@@ -144,8 +144,8 @@ def test_cray_mpich_seen_on_a_node_without_slingshot_devices_stays_loadable(tmp_
 @pytest.mark.parametrize("kind", KINDS)
 def test_detected_site_generates_every_recipe(kinds, kind):
     """The detected TOML is a working site file, not just a loadable one."""
-    from generator import catalog, render
-    from generator.hpccm_context import FORMATS
+    from generator.recipe import catalog, render
+    from generator.recipe.context import FORMATS
     site = site_mod.parse(site_toml(kinds[kind], "mysite"), f"{kind}.toml")
     texts = render.render_all(site, catalog.names(), FORMATS)
     assert len(texts) == 2 * len(catalog.names())

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generator.probes import parsers as p
-from generator.probes.table import PROBES
+from generator.detect import parsers as p
+from generator.detect.table import PROBES
 
 
 def facts(clues) -> dict:

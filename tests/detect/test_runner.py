@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from generator import site as site_mod
-from generator.detect import detect, detect_site, site_toml
-from generator.probes.runner import NOT_FOUND, TIMED_OUT
-from generator.probes.table import PROBES
+from generator.model import site as site_mod
+from generator.detect.machine import detect, detect_site, site_toml
+from generator.detect.runner import NOT_FOUND, TIMED_OUT
+from generator.detect.table import PROBES
 
 GARBAGE = "\x00\x01\x02\x7f\ufffd ☃ garbage " * 40
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import site as site_mod
+from generator.model import site as site_mod
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"

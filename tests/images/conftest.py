@@ -80,7 +80,7 @@ def registry(tools, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def local_site():
-    from generator import site
+    from generator.model import site
     return site.load("local")
 
 

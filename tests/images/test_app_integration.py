@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from generator import runtimes
+from generator.run import runtimes
 from generator.images import convert
 
 from test_integration import CACHE, REPO, gen_recipe, last_json, run  # tests/images is on sys.path (rootdir import)

@@ -1,4 +1,4 @@
-"""Fast tests of generator/build.py: tags, argv builders, errors. No builder is run."""
+"""Fast tests of generator/cli/build.py: tags, argv builders, errors. No builder is run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import sys
 
 import pytest
 
-from generator import catalog, cli, errors, render, site as site_mod
+from generator.recipe import catalog, render
+from generator.cli import main as cli
+from generator import errors
+from generator.model import site as site_mod
 from generator.errors import UsageError
 from generator.images import base, builders, context, convert, process, tags
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import runtimes
+from generator.run import runtimes
 from generator.images import convert, oci
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json, application/vnd.d
 
 
 def gen_recipe(*argv, env=None, timeout=900):
-    return subprocess.run([sys.executable, "-m", "generator.cli", *argv], capture_output=True, text=True, cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "generator.cli.main", *argv], capture_output=True, text=True, cwd=REPO,
                           env=env, timeout=timeout)
 
 

@@ -39,7 +39,7 @@ def test_image_workflow_builds_through_gen_recipe():
 
 def test_each_site_builds_on_a_runner_of_its_architecture():
     """Alps is aarch64: its docker job runs on the arm64 runner (gen-recipe build then builds natively)."""
-    from generator import site as site_mod
+    from generator.model import site as site_mod
     text = (WORKFLOWS / "images.yml").read_text()
     arm = sorted(n for n in set(site_mod.builtin_names().values()) if site_mod.load(n).host.arch == "aarch64")
     assert arm == ["alps"]

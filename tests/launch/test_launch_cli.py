@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from generator import cli, launch, site as site_mod
+from generator.cli import main as cli
+from generator.run import launch
+from generator.model import site as site_mod
 from generator.images import convert, tags
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import launch, site as site_mod
+from generator.run import launch
+from generator.model import site as site_mod
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "launch"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"

@@ -1,4 +1,4 @@
-"""Unit tests of the pure per-runtime command builders (generator/runtimes.py)."""
+"""Unit tests of the pure per-runtime command builders (generator/run/runtimes.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import typing
 
 import pytest
 
-from generator import runtimes as rt, site as site_mod
+from generator.run import runtimes as rt
+from generator.model import site as site_mod
 from generator.errors import UsageError
 
 try:

@@ -9,7 +9,9 @@ import re
 
 import pytest
 
-from generator import launch, render, site as site_mod
+from generator.run import launch
+from generator.recipe import render
+from generator.model import site as site_mod
 
 SITES = sorted(set(site_mod.builtin_names().values()))
 IMAGE = "img"   # a fixed image name: the default one renders the recipe for its content hash

@@ -6,8 +6,9 @@ import json
 import os
 from pathlib import Path
 
-from generator import catalog, render, site
-from generator.hpccm_context import FORMATS
+from generator.recipe import catalog, render
+from generator.model import site
+from generator.recipe.context import FORMATS
 from generator.lint import DEFINITION, DOCKER, Finding, Source, Target, lint_sources, target_of
 from generator.lint.model import kind_by_name
 

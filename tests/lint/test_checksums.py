@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from generator import checksums
+from generator.recipe import checksums
 
 from .helpers import matrix_sources
 
@@ -61,7 +61,7 @@ def test_generated_recipes_check_every_recorded_download():
 
 
 def test_verified_inserts_the_check_a_reason_or_a_note():
-    from generator.blocks.verify import verified
+    from generator.recipe.blocks.verify import verified
     url = "https://github.com/ofiwg/libfabric/releases/download/v1.22.0/libfabric-1.22.0.tar.bz2"
     sha = checksums.for_url(url)
     docker = verified(f"RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp {url} && \\\n    tar -x -f x", "docker")

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from generator import cli
+from generator.cli import main as cli
 
 from .helpers import FIXTURES
 

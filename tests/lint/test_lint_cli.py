@@ -8,7 +8,10 @@ import shutil
 
 import pytest
 
-from generator import cli, files, render, site
+from generator.cli import main as cli
+from generator import files
+from generator.recipe import render
+from generator.model import site
 from generator.lint.rules import RULES
 
 from .helpers import FIXTURES

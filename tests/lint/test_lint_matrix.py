@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from generator import catalog
-from generator.hpccm_context import FORMATS
+from generator.recipe import catalog
+from generator.recipe.context import FORMATS
 from generator.lint.fix import fix_text
 
 from .helpers import all_sites, lint_pairs, site_sources

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import minicluster
+from generator.dev import minicluster
 
 REPO = Path(__file__).resolve().parents[2]
 STATE = REPO / "build" / "minicluster-tests"
@@ -61,7 +61,7 @@ def charliecloud_image() -> str:
     tools = [t for t in ("podman", "ch-run", "mmdebstrap") if not shutil.which(t)]
     if tools:
         pytest.skip(f"{', '.join(tools)} not found (needed to build and run the local-slurm image)")
-    from generator import site
+    from generator.model import site
     from generator.images import convert, oci
     s = site.load("local")
     built = oci.build_image(s, "pytorch", cache_dir=REPO / "build")

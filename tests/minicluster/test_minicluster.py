@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import minicluster
+from generator.dev import minicluster
 from generator.errors import CheckFailed
 
 from .conftest import REPO

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from generator import slurmjob
+from generator.run import slurmjob
 
 from .conftest import REPO
 
 
 def launch(out: Path, *argv: str) -> Path:
     """`gen-recipe launch --site local-slurm --out FILE ...`, through the command line."""
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", "launch", "--site", "local-slurm", "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "generator.cli.main", "launch", "--site", "local-slurm", "--out", str(out),
                            *argv], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return out

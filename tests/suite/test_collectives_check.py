@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from suites.harness import collectives_problem
+from generator.suite.harness import collectives_problem
 from workloads import dist
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import site
-from suites import harness
+from generator.model import site
+from generator.suite import harness
 from suites.test_mpi import transport_problem
 from workloads.registry import Size
 

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from generator import site as site_mod
-from suites.plugin import launch_mode
+from generator.model import site as site_mod
+from generator.suite.plugin import launch_mode
 from tests.suite.test_other_sites import REPO, suite
 
 

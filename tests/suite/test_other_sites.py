@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import site as site_mod
+from generator.model import site as site_mod
 from tests.core.helpers import all_sites
 
 REPO = Path(__file__).resolve().parents[2]

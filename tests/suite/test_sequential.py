@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.site import Tolerance
+from generator.model.site import Tolerance
 from generator.suite import sequential
 from generator.suite.sequential import Design, boundaries, interval, look, simulate
 from generator.suite.stats import Pair, Process, estimate, expanded_alpha, t_cdf, t_quantile

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from generator.site import Tolerance
+from generator.model.site import Tolerance
 from generator.suite.stats import Estimate, Pair, Process, estimate, expanded_alpha, t_quantile, verdict
 
 TOL = Tolerance(reference=1.0, lower=-0.05, upper=0.10, unit="ratio")

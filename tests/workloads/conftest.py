@@ -1,5 +1,5 @@
 """Fixtures for the workloads tests: run `python -m workloads.<name>` in a subprocess with
-PYTHONPATH pointing at a directory that holds only the workloads package (generator.payload)."""
+PYTHONPATH pointing at a directory that holds only the workloads package (generator.recipe.payload)."""
 
 import json
 import os
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import payload
+from generator.recipe import payload
 
 REPO = Path(__file__).resolve().parents[2]
 PAYLOAD = payload.pythonpath()

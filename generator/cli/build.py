@@ -1,0 +1,79 @@
+"""Build a recipe's image for a site, tag it by content, push it and verify the pushed digest.
+
+    gen-recipe build --site SITE --recipe NAME [--format docker|apptainer] [--tag REF] [--target STAGE]
+                     [--push] [--registry HOST[/PATH]] [--builder podman|buildah|docker|ch-image|apptainer]
+
+The tag is `<registry>/<recipe>-<site>:<version>-<12 hex>`, the hex a hash of the Dockerfile
+text and of what gen-recipe puts in the build context, so an unchanged rebuild finds the tag and
+does nothing. The builder's output streams to stderr, prefixed; one summary line goes to stdout.
+`--push` pushes, then reads the manifest back with `skopeo inspect --raw` and checks that its
+sha256 is the pushed digest. Credentials come from the environment or the builder's own login
+(`podman login`, `docker login`): nothing here writes them anywhere.
+
+This module is the command line only; the work is in `generator.images` (tags, builders, context,
+base, registry, oci, sif, convert).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from generator.model import site as site_mod
+from generator.errors import UsageError
+from generator.images.builders import OCI_BUILDERS, SIF_BUILDERS
+from generator.images.oci import build_image
+from generator.images.sif import build_sif
+from generator.images.tags import DEFAULT_REGISTRY
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--site", default="local", help="site name or path to a site TOML (default: local)")
+    parser.add_argument("--recipe", default="pytorch", help="recipe to build (default: pytorch)")
+    parser.add_argument("--format", choices=("docker", "apptainer"), default="docker",
+                        help="docker: OCI image; apptainer: SIF (default: docker)")
+    parser.add_argument("--tag", default=None, help="image reference (default: content-hashed, "
+                        f"{DEFAULT_REGISTRY}/<recipe>-<site>:<version>-<hash>)")
+    parser.add_argument("--target", default=None, help="build only up to this stage (e.g. devel)")
+    parser.add_argument("--push", action="store_true", help="push to --registry and verify the pushed digest")
+    parser.add_argument("--registry", default=os.environ.get("GEN_RECIPE_REGISTRY") or None,
+                        help="HOST[/PATH] to push to (default: $GEN_RECIPE_REGISTRY)")
+    parser.add_argument("--builder", choices=(*OCI_BUILDERS, *SIF_BUILDERS), default=None,
+                        help="builder (default: the first working of docker buildx, podman, buildah, ch-image; "
+                             "apptainer/singularity for --format apptainer)")
+    parser.add_argument("--cache-from", default=None, help="buildx --cache-from (e.g. type=gha)")
+    parser.add_argument("--cache-to", default=None, help="buildx --cache-to (e.g. type=gha,mode=max)")
+    parser.add_argument("--out", type=Path, default=None, help="SIF path for --format apptainer "
+                        "(default: <recipe>-<site>.sif)")
+    parser.add_argument("--export", type=Path, default=None, metavar="FILE",
+                        help="write the image as the site's runtime runs it from a file (air-gapped sites): "
+                        "FILE.tar.gz for Charliecloud, FILE.sif for Apptainer/Singularity, with FILE.sha256 beside it")
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+def run(args: argparse.Namespace) -> int:
+    site = site_mod.load(args.site)
+    push = (args.registry or True) if args.push else None
+    if args.export:
+        from generator.images.export import export_image
+        if args.push or args.tag or args.target or args.out:
+            raise UsageError("--export writes one file: leave out --push, --tag, --target and --out")
+        done = export_image(site, args.recipe, args.export, builder=args.builder)
+        print(f"exported: {done.path} ({_size(done.size_bytes)}), sha256 {done.sha256} in {done.path.name}.sha256; "
+              f"copy both to the site")
+        return 0
+    if args.format == "apptainer":
+        if args.tag or args.target:
+            raise UsageError("--tag and --target apply to --format docker (use --out for the SIF path)")
+        result = build_sif(site, args.recipe, out=args.out, push=push, builder=args.builder, registry=args.registry)
+    else:
+        result = build_image(site, args.recipe, tag=args.tag, push=push, target=args.target, builder=args.builder,
+                             registry=args.registry, cache_from=args.cache_from, cache_to=args.cache_to)
+    verb = "up to date" if result.cached else "built"
+    pushed = ", pushed and verified" if args.push else ""
+    print(f"{verb}{pushed}: {result.ref} {result.digest} {_size(result.size_bytes)} in {result.seconds:.1f} s")
+    return 0

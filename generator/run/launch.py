@@ -1,0 +1,376 @@
+"""Print a batch script that runs a workload in the site's container runtime, or bare (--bare).
+
+    gen-recipe launch --site SITE --recipe NAME [--workload W] [--nodes N] [--gpus-per-node G]
+                      [--tasks-per-node T] [--mode bind|hybrid] [--runtime R] [--bare]
+                      [--image REF] [--out FILE] [-- WORKLOAD ARGS...]
+
+The container script and its bare twin share everything but the container: the same
+`module load` lines (site.host.modules, site.mpi.modules, the runtime's modules), the same
+launcher line shape and the same environment, so their timings compare. Scheduler directives
+come from site.host.scheduler (Slurm `#SBATCH`, PBS/Torque `#PBS`, LSF `#BSUB`, none: plain bash).
+`script(site, job)` is pure; `run(args)` prints it or writes it atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from workloads.registry import DDP, NAMES as WORKLOADS
+
+from generator import __version__
+from generator.recipe import catalog, payload
+from generator.run import runtimes
+from generator.model import site as site_mod
+from generator.errors import UsageError
+from generator.quoting import dq, comment, heredoc_marker, line, name, word
+from generator.model.site import Site
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    recipe: str | catalog.Recipe = "pytorch"    # a built-in name, the user's app file / Python recipe, or one resolved
+    workload: str | None = None             # a built-in workload (default cnn); user recipes run their own
+    nodes: int = 1
+    gpus_per_node: int | None = None        # None: all of the site's GPUs
+    tasks_per_node: int | None = None       # None: one per GPU, else one
+    mode: str | None = None                 # None: the site's container.mpi_mode
+    runtime: str | None = None              # None: the site's container.runtime
+    bare: bool = False
+    image: str | None = None                # None: what `gen-recipe build` makes for the site
+    workload_args: tuple[str, ...] = ()
+    time: str = "00:30:00"
+    account: str = ""
+    partition: str = ""
+    workloads_dir: str = ""                 # bare: the directory holding workloads/
+    allow_root: bool = False                # running as root (CI machines): udocker --allow-root, podman --user=0
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """The resolved job: what goes into the script."""
+
+    site: Site
+    job: Job
+    runtime: str
+    mode: str
+    gpus: int
+    tasks: int
+    image: str
+    workload_argv: tuple[str, ...]
+    recipe: catalog.Recipe
+    partition: str = ""                     # --partition, else the site's host.partition
+
+    @property
+    def from_file(self) -> bool:
+        """The container runs an image file copied in (container.image_from = "file"), checked first."""
+        return not self.job.bare and self.site.container.image_from == "file"
+
+
+# -- scheduler directives -------------------------------------------------------------------
+
+def _slurm(p: JobPlan, name: str) -> list[str]:
+    lines = [f"#SBATCH --job-name={name}", f"#SBATCH --nodes={p.job.nodes}",
+             f"#SBATCH --ntasks-per-node={p.tasks}", f"#SBATCH --time={p.job.time}"]
+    lines += [f"#SBATCH --gpus-per-node={p.gpus}"] if p.gpus else []
+    lines += [f"#SBATCH --account={p.job.account}"] if p.job.account else []
+    lines += [f"#SBATCH --partition={p.partition}"] if p.partition else []
+    return lines + [f"#SBATCH {opt}" for opt in p.site.fabric.collectives.sbatch]
+
+
+def _pbs(p: JobPlan, name: str) -> list[str]:
+    gpus = f":ngpus={p.gpus}" if p.gpus else ""
+    return [f"#PBS -N {name}", f"#PBS -l select={p.job.nodes}:mpiprocs={p.tasks}{gpus}",
+            f"#PBS -l walltime={p.job.time}"] + ([f"#PBS -A {p.job.account}"] if p.job.account else []) \
+        + ([f"#PBS -q {p.partition}"] if p.partition else [])
+
+
+def _torque(p: JobPlan, name: str) -> list[str]:
+    gpus = f":gpus={p.gpus}" if p.gpus else ""
+    return [f"#PBS -N {name}", f"#PBS -l nodes={p.job.nodes}:ppn={p.tasks}{gpus}",
+            f"#PBS -l walltime={p.job.time}"] + ([f"#PBS -A {p.job.account}"] if p.job.account else []) \
+        + ([f"#PBS -q {p.partition}"] if p.partition else [])
+
+
+def _lsf(p: JobPlan, name: str) -> list[str]:
+    h, m, _ = (p.job.time.split(":") + ["0", "0"])[:3]
+    lines = [f"#BSUB -J {name}", f"#BSUB -n {p.job.nodes * p.tasks}", f'#BSUB -R "span[ptile={p.tasks}]"',
+             f"#BSUB -W {int(h):d}:{int(m):02d}"]
+    lines += [f'#BSUB -gpu "num={p.gpus}"'] if p.gpus else []
+    return lines + ([f"#BSUB -P {p.job.account}"] if p.job.account else []) \
+        + ([f"#BSUB -q {p.partition}"] if p.partition else [])
+
+
+DIRECTIVES: Mapping[str, Callable[[JobPlan, str], list[str]]] = {
+    "slurm": _slurm, "pbs": _pbs, "torque": _torque, "lsf": _lsf, "none": lambda p, name: []}
+# Batch systems that start the script in the home directory: go back to where it was submitted.
+WORKDIR = {"pbs": "PBS_O_WORKDIR", "torque": "PBS_O_WORKDIR", "lsf": "LS_SUBCWD"}
+
+
+# -- launcher lines ---------------------------------------------------------------------------
+
+MPI_LAUNCHERS = ("mpirun", "mpiexec")     # the host MPI's own: its module must be loaded to start ranks
+
+def launcher(site: Site, nodes: int, tasks: int, gpus: int, forward: Sequence[str] = ()) -> tuple[str, ...]:
+    """The launcher prefix for nodes × tasks ranks; `forward`: variables Open MPI's mpirun must pass."""
+    name, total = site.host.launcher, nodes * tasks
+    if name == "srun":
+        per_gpu = site.host.rank_binding if gpus and tasks == gpus else ()    # one rank per GPU: the site's layout
+        return ("srun", f"--nodes={nodes}", f"--ntasks-per-node={tasks}",
+                *(per_gpu or ([f"--gpus-per-node={gpus}"] if gpus else [])),
+                *([f"--mpi={site.mpi.pmi}"] if site.mpi.pmi != "none" else []))
+    if name in MPI_LAUNCHERS and site.mpi.flavour == "openmpi":
+        return (name, "-np", str(total), "--map-by", f"ppr:{tasks}:node",
+                *[a for var in forward for a in ("-x", var)])
+    if name in MPI_LAUNCHERS:  # MPICH family (hydra): the environment goes along
+        return (name, "-n", str(total), "-ppn", str(tasks))
+    if name == "aprun":
+        return ("aprun", "-n", str(total), "-N", str(tasks))
+    if total > 1:
+        raise UsageError(f"site {site.name} has no launcher (host.launcher = \"none\"); run one rank: --nodes 1 --tasks-per-node 1")
+    return ()
+
+
+# -- the plan and the script -------------------------------------------------------------------
+
+def default_image(site: Site, recipe: catalog.Recipe, runtime: str) -> str:
+    """What the runtime runs when --image is not given: the exported file where images arrive as files
+    (`<recipe>-<site>.tar.gz` / `.sif`), `<recipe>-<site>.sif` for SIF runtimes, else what
+    `gen-recipe build` tags (as a directory or udocker container name for Charliecloud and udocker)."""
+    if site.container.image_from == "file":
+        from generator.images.export import export_suffix
+        return f"{recipe.name}-{site.name}{export_suffix(site, runtime)}"
+    if runtimes.PLATFORMS[runtime].image == "sif":
+        return f"{recipe.name}-{site.name}.sif"
+    from generator.images import convert, tags  # the tag needs the build's content hash (renders the recipe)
+    return convert.runtime_image_name(site, tags.default_ref(site, recipe), runtime)
+
+
+def workload_argv(recipe: catalog.Recipe, job: Job, ranks: int) -> tuple[str, ...]:
+    """What each rank runs: `python3 -m workloads.W` for a built-in workload, else the recipe's [workload]
+    command (both followed by the arguments after --)."""
+    if not recipe.builtin:
+        if job.workload:
+            raise UsageError(f"--workload picks a built-in workload; recipe {recipe.name} runs its own "
+                             f"([workload] command of {recipe.source}); give extra arguments after --")
+        argv = (*(recipe.workload.command if recipe.workload else ()), *job.workload_args)
+        if not argv:
+            raise UsageError(f"recipe {recipe.name} declares no workload: add a [workload] command to {recipe.source}, "
+                             "or give the command after --")
+        return argv
+    workload = job.workload or "cnn"
+    if workload not in WORKLOADS:
+        raise UsageError(f"unknown workload '{workload}' (valid: {', '.join(WORKLOADS)})")
+    argv = ("python3", "-m", f"workloads.{workload}")
+    if ranks > 1 and workload in DDP and "--mode" not in job.workload_args:
+        argv += ("--mode", "ddp")
+    return argv + tuple(job.workload_args)
+
+
+def plan_job(site: Site, job: Job) -> JobPlan:
+    recipe = catalog.load(job.recipe)
+    rt = site.runtime(job.runtime).name
+    mode = job.mode or (site.container.mpi_mode if site.container.runtime == rt else site.runtime(rt).mpi_modes[0])
+    runtimes.check_mode(site, rt, mode)
+    gpus = site.gpu.count_per_node if job.gpus_per_node is None else job.gpus_per_node
+    if gpus > site.gpu.count_per_node:
+        raise UsageError(f"site {site.name} has {site.gpu.count_per_node} GPUs per node, not {gpus}")
+    if job.nodes < 1:
+        raise UsageError("--nodes must be at least 1")
+    tasks = job.tasks_per_node or max(gpus, 1)
+    for flag, value in (("account", job.account), ("partition", job.partition)):
+        if value and not site_mod.KINDS["word"][0].fullmatch(value):
+            raise UsageError(f"--{flag} {ascii(value)[:40]}: give {site_mod.KINDS['word'][1]} (e.g. --{flag} abc123)")
+    if site.host.needs_account and not job.account and site.host.scheduler != "none":
+        raise UsageError(f"site {site.name} runs no job without an account (host.needs_account in {site.path}): "
+                         "pass --account PROJECT")
+    argv = workload_argv(recipe, job, job.nodes * tasks)
+    if job.bare:
+        argv = recipe.local(argv)
+    image = job.image or ("" if job.bare else default_image(site, recipe, rt))
+    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv, recipe, job.partition or site.host.partition)
+
+
+def loads_host_mpi(site: Site, mode: str, bare: bool) -> bool:
+    """Whether a script loads the host MPI's modules: where it runs (bind mode, bare runs) or its
+    mpirun starts the containers; a hybrid container run otherwise mounts no host MPI."""
+    return mode == "bind" or bare or site.host.launcher in MPI_LAUNCHERS
+
+
+def modules(p: JobPlan) -> list[tuple[str, ...]]:
+    """The `module load` groups: the host's, the host MPI's (`loads_host_mpi`), the runtime's, and the
+    runtime's bind machinery in bind mode only."""
+    rt = p.site.runtime(p.runtime)
+    groups, seen = [], set()
+    host_mpi = p.site.mpi.modules if loads_host_mpi(p.site, p.mode, p.job.bare) else ()
+    for group in (p.site.host.modules, host_mpi, rt.modules, rt.bind_modules if p.mode == "bind" else ()):
+        new = [m for m in group if m not in seen]
+        seen.update(new)
+        if new:
+            groups.append(("module", "load", *new))
+    return groups
+
+
+def container_command(p: JobPlan) -> runtimes.Command:
+    opts = runtimes.Options(mode=p.mode, gpus=p.gpus, mpi=p.job.nodes * p.tasks > 1, ranks_per_node=p.tasks,
+                            allow_root=p.job.allow_root)
+    image = "${image}" if p.from_file else p.image
+    return runtimes.command(p.site, image, p.workload_argv, opts, runtime=p.runtime)
+
+
+def image_file_lines(p: JobPlan) -> list[str]:
+    """For images that arrive as a file: check it against its .sha256 before anything runs, and for
+    Charliecloud unpack it once (into a directory named after its checksum); `$image` is what runs."""
+    from generator.images.export import export_suffix
+    suffix = export_suffix(p.site, p.runtime)
+    out = ["# the image file copied in (gen-recipe build --export) and its .sha256: checked before the job starts",
+           f"image_file={word(p.image)}",
+           'if ! (cd "$(dirname "$image_file")" && sha256sum --check --strict --quiet "$(basename "$image_file").sha256"); then',
+           '    echo "$image_file does not match $image_file.sha256 (or one is missing): copy both again" >&2',
+           "    exit 1",
+           "fi"]
+    if suffix == ".tar.gz":
+        out += [f'image="${{image_file%{suffix}}}-$(cut -c1-12 "$image_file.sha256")"',
+                '[ -d "$image" ] || ch-convert -i tar -o dir "$image_file" "$image"']
+    else:
+        out.append('image="$image_file"')
+    return out
+
+
+def bare_command(p: JobPlan) -> runtimes.Command:
+    """The workload on the host, with the container's environment (see `runtimes.bare_env`) and the
+    application's own (a user recipe's ENV)."""
+    return runtimes.Command(p.workload_argv, {**runtimes.bare_env(p.site, p.mode), **p.recipe.env})
+
+
+def _header(p: JobPlan) -> list[str]:
+    job, site, recipe = p.job, p.site, p.recipe
+    workload = (job.workload or "cnn") if recipe.builtin else ""
+    name = "-".join(x for x in (recipe.name, workload, site.name) if x) + ("-bare" if job.bare else "")
+    flags = [f"--site {site.name}", f"--recipe {shlex.quote(recipe.spec)}",
+             *([f"--workload {workload}"] if workload else []), f"--nodes {job.nodes}", f"--mode {p.mode}"]
+    flags += [f"--gpus-per-node {job.gpus_per_node}"] if job.gpus_per_node is not None else []
+    flags += [f"--tasks-per-node {job.tasks_per_node}"] if job.tasks_per_node else []
+    flags += [f"--runtime {p.runtime}"] if not job.bare else ["--bare"]
+    flags += [f"--image {shlex.quote(job.image)}"] if job.image and not job.bare else []
+    flags += ["--", *map(shlex.quote, job.workload_args)] if job.workload_args else []
+    if job.bare and not recipe.builtin:
+        what = (f"bare run: your files and the host's python3 (holding what the image's /opt/venv holds), twin of the "
+                f"{p.runtime} {p.mode}-mode run")
+    elif job.bare:
+        what = f"bare run: the host's python3 (with torch and mpi4py), twin of the {p.runtime} {p.mode}-mode run"
+    else:
+        what = f"{p.runtime}, {p.mode} mode: " + ("host MPI mounted into the container" if p.mode == "bind"
+                                                  else "the container's own MPI, one container per rank")
+    out = ["#!/bin/bash", *DIRECTIVES[site.host.scheduler](p, name),
+           f"# Generated by gen-recipe {__version__}: gen-recipe launch {' '.join(flags)}",
+           comment(site.description), f"# {what}"]
+    if p.from_file:
+        out.append(comment(f"Image: gen-recipe build --site {site.name} --recipe {recipe.spec} --export {p.image} "
+                           "where there is internet; copy it and its .sha256 here"))
+    elif not job.bare:
+        out.append("# Image: " + runtimes.PLATFORMS[p.runtime].prepare.format(image=p.image, name=f"{recipe.name}-{site.name}",
+                                                           recipe=shlex.quote(recipe.spec), site=site.name))
+    out.append("set -euo pipefail")
+    if site.host.scheduler in WORKDIR:
+        out.append(f'cd "${{{WORKDIR[site.host.scheduler]}}}"')
+    return out
+
+
+def script(site: Site, job: Job) -> str:
+    """The batch script for `job` at `site` (pure)."""
+    p = plan_job(site, job)
+    out = _header(p)
+    mods = modules(p)
+    if mods:
+        out += ["", *(line(m) for m in mods)]
+    cmd = bare_command(p) if job.bare else container_command(p)
+    if cmd.env:
+        out += ["", *(f"export {name(k)}={word(v)}" for k, v in cmd.env.items())]
+    forward = list(cmd.env)
+    if job.bare and p.recipe.builtin:
+        workloads = job.workloads_dir or str(payload.workloads_dir().parent)
+        out += ["", "# the workloads package, as the image carries it in /opt/workloads",
+                f': "${{GEN_RECIPE_WORKLOADS:={dq(workloads)}}}"',
+                'export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"']
+        forward.append("PYTHONPATH")
+    for path, text in cmd.files.items():
+        folder = path.rsplit("/", 1)[0]
+        end = heredoc_marker(text)
+        out += ["", f"mkdir -p {word(folder)}", f"cat > {word(path)} <<'{end}'", text.rstrip("\n"), end]
+    if p.from_file:
+        out += ["", *image_file_lines(p)]
+    if cmd.setup:
+        out += ["", *(line(s) for s in cmd.setup)]
+    full = (*launcher(site, job.nodes, p.tasks, p.gpus, forward), *cmd.launcher_args, *cmd.argv)
+    out += ["", line(full)]
+    return "\n".join(out) + "\n"
+
+
+# -- command line -------------------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--site", default="local", help="site name or path to a site TOML (default: local)")
+    parser.add_argument("--recipe", default="pytorch", help="recipe whose image runs the workload: a built-in name "
+                        "(default: pytorch), or your app file / Python recipe (runs its [workload] command)")
+    parser.add_argument("--workload", default=None, choices=WORKLOADS, help="built-in workload (default: cnn)")
+    parser.add_argument("--nodes", type=count(1), default=1, help="nodes (default: 1)")
+    parser.add_argument("--gpus-per-node", type=count(0), default=None, help="GPUs per node (default: all the site's)")
+    parser.add_argument("--tasks-per-node", type=count(1), default=None,
+                        help="ranks per node (default: one per GPU, else one)")
+    parser.add_argument("--mode", choices=("bind", "hybrid"), default=None,
+                        help="MPI mode (default: the site's container.mpi_mode)")
+    parser.add_argument("--runtime", default=None, help="container runtime (default: the site's)")
+    parser.add_argument("--bare", action="store_true", help="the bare-metal twin: same modules, env and launcher")
+    parser.add_argument("--image", default=None, help="image to run (default: what gen-recipe build makes)")
+    parser.add_argument("--time", default="00:30:00", help="wall-clock limit HH:MM:SS (default: 00:30:00)")
+    parser.add_argument("--account", default="", help="account/project to charge (#SBATCH --account)")
+    parser.add_argument("--partition", default="", help="partition/queue")
+    parser.add_argument("--workloads-dir", default="", help="bare: directory holding workloads/ "
+                        "(default: the installed gen-recipe's; GEN_RECIPE_WORKLOADS overrides at run time)")
+    parser.add_argument("--out", type=Path, default=None, help="write the script here (atomically) instead of stdout")
+    parser.add_argument("workload_args", nargs="*", metavar="-- ARGS", help="arguments for the workload")
+
+
+def count(least: int):
+    """An argparse type: a whole number from `least` to 100000."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{ascii(text)[:40]} is not a whole number") from None
+        if not least <= value <= 100_000:
+            raise argparse.ArgumentTypeError(f"{value} is out of range (give {least} to 100000)")
+        return value
+    parse.__name__ = "count"
+    return parse
+
+
+def job_from_args(args: argparse.Namespace) -> Job:
+    import os
+    if not re.fullmatch(r"\d{1,3}:\d{2}:\d{2}", args.time):
+        raise UsageError(f"--time {args.time!r} is not HH:MM:SS")
+    return Job(recipe=args.recipe, workload=args.workload, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+               tasks_per_node=args.tasks_per_node, mode=args.mode, runtime=args.runtime, bare=args.bare,
+               image=args.image, workload_args=tuple(args.workload_args), time=args.time, account=args.account,
+               partition=args.partition, workloads_dir=args.workloads_dir,
+               allow_root=os.geteuid() == 0)   # root-only flags (udocker --allow-root, podman ranks --user=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    from generator.files import write_atomic
+    site = site_mod.load(args.site)
+    job = job_from_args(args)
+    job = replace(job, recipe=catalog.load(job.recipe))          # resolved once (an app file is read once)
+    if job.bare and not job.workloads_dir and job.recipe.builtin:   # a directory holding only the workloads package
+        job = replace(job, workloads_dir=str(payload.pythonpath()))
+    text = script(site, job)
+    if args.out:
+        write_atomic(args.out, text, mode=0o755)
+        print(args.out)
+    else:
+        print(text, end="")
+    return 0

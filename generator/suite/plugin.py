@@ -1,0 +1,442 @@
+"""The portability suite as a pytest plugin (registered from the repository's conftest.py).
+
+It owns the suite's options (`pytest suites/ --site=frontier`, validated once and kept frozen in
+`config.stash`), its fixtures (the site, the images, the bare twins, the CPU pin, the verdicts), the
+order of its tests (the machine check, then the static checks, then the measurements), and the one
+decision every measurement depends on: **is this machine the site?** Where it is not, every test that
+would build, pull or run the site's image or bare twin skips with one reason, and the static checks
+run in full. The options apply only to tests under `suites/`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from workloads.registry import NAMES as WORKLOADS, WORKLOADS as REGISTRY, Size
+
+MODES = ("bind", "hybrid")
+LAUNCHES = ("scheduler", "direct")
+DEFAULT_PAIRS = 12
+SUITE_DIR = Path(__file__).resolve().parent
+# Test modules in the order they run; modules not listed run after them, in pytest's order.
+ORDER = ("test_machine.py", "test_static.py")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Whether this machine is the site, and why: decided once per session."""
+
+    on_site: bool
+    reason: str           # for the header; when off site, the skip reason of every runtime test
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteOptions:
+    site: Site                       # noqa: F821 - generator.model.site.Site, imported lazily
+    runtimes: tuple[str, ...]          # empty: every runtime of the site
+    rounds: int | None                 # process pairs per comparison (None: the suite's default)
+    workloads: tuple[str, ...]
+    recipe: object                     # generator.recipe.catalog.Recipe of --recipe, or None
+    tolerance: float | None            # allowed slowdown as a fraction, overriding the site's
+    image: str | None
+    mode: str | None
+    aa_repeats: int
+    on_site: bool                      # --on-site: the user says this machine is the site
+    launch: str = "direct"             # scheduler: jobs and job steps (test_scheduler.py); direct: on this node
+    sbatch_args: tuple[str, ...] = ()  # --sbatch-arg: for the suite's sbatch/salloc (account, partition, time)
+
+
+@dataclass(frozen=True)
+class Note:
+    """A line for the summary beside the verdicts (e.g. a scaling efficiency): no verdict of its own."""
+
+    message: str
+    outcome: str = "info"
+
+
+SUITE = pytest.StashKey[SuiteOptions]()
+PLACEMENT = pytest.StashKey[Placement]()
+VERDICTS = pytest.StashKey[list]()
+
+
+# -- options -----------------------------------------------------------------------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("gen-recipe", "gen-recipe portability suite (pytest suites/ ...)")
+    g.addoption("--site", default="local", help="site name or path to a site TOML (default: local)")
+    g.addoption("--runtime", action="append", default=[], metavar="NAME",
+                help="container runtime to test (repeatable; default: the site's runtimes)")
+    g.addoption("--rounds", type=int, default=None, metavar="N",
+                help="a fixed number of bare+container process pairs per comparison (default: adaptive, "
+                     "pairs until the verdict decides)")
+    g.addoption("--workloads", default=None, metavar="LIST",
+                help=f"comma-separated built-in workloads (default: {','.join(WORKLOADS)}; none with --recipe)")
+    g.addoption("--recipe", default=None, metavar="APP",
+                help="your application: an app file (app.toml) or Python recipe whose workload is measured "
+                     "bare vs container (docs/apps.md)")
+    g.addoption("--tolerance", type=float, default=None, metavar="FRACTION",
+                help="allowed container slowdown, e.g. 0.05, instead of the site's [tolerances]")
+    g.addoption("--image", default=None, metavar="REF",
+                help="use this prebuilt image instead of building (implies --on-site)")
+    g.addoption("--on-site", action="store_true",
+                help="this machine is the site: build and run even where detection says otherwise")
+    g.addoption("--mode", default=None, choices=MODES, help="MPI mode (default: the site's)")
+    g.addoption("--launch", default=None, choices=LAUNCHES,
+                help="scheduler: run the comparisons as jobs and job steps through the site's scheduler (default "
+                     "for a site with a scheduler, outside an allocation); direct: on this node (default elsewhere)")
+    g.addoption("--sbatch-arg", action="append", default=[], metavar="--NAME=VALUE",
+                help="an option for the suite's sbatch/salloc, e.g. --sbatch-arg=--account=abc123 (repeatable)")
+    g.addoption("--aa-repeats", type=int, default=0, metavar="N",
+                help="also repeat the A/A control N times and report its coverage (slow; e.g. 20)")
+
+
+def _in_suite(config: pytest.Config) -> bool:
+    """Does this session collect the suite? (The options are the suite's; `pytest tests` ignores them.)"""
+    paths = [Path(a.split("::")[0]).resolve() for a in config.args] or [Path.cwd()]
+    return any(p == SUITE_DIR or SUITE_DIR in p.parents for p in paths)
+
+
+def options_from(config: pytest.Config) -> SuiteOptions:
+    """The validated options; bad values stop pytest with a one-line usage error."""
+    from generator.model import site as site_mod
+    from generator.errors import GenRecipeError
+
+    def usage(message: str):
+        raise pytest.UsageError(message)
+
+    try:
+        site = site_mod.load(config.getoption("site"))
+    except GenRecipeError as exc:
+        usage(f"--site: {exc}")
+    known = {r.name for r in site.runtimes}
+    for name in config.getoption("runtime"):
+        if name not in known:
+            usage(f"--runtime {name}: site {site.name} has {', '.join(sorted(known))}")
+    recipe = None
+    if config.getoption("recipe"):
+        from generator.recipe import catalog
+        try:
+            recipe = catalog.load(config.getoption("recipe"))
+        except GenRecipeError as exc:
+            usage(f"--recipe: {exc}")
+    given = config.getoption("workloads")
+    given = ("" if recipe else ",".join(WORKLOADS)) if given is None else given
+    workloads = tuple(w.strip() for w in given.split(",") if w.strip())
+    for w in workloads:
+        if w not in WORKLOADS:
+            usage(f"--workloads: unknown workload '{w}' (known: {', '.join(WORKLOADS)})")
+    rounds = config.getoption("rounds")
+    if rounds is not None and not 3 <= rounds <= 1000:
+        usage("--rounds: give 3 to 1000 process pairs (default: adaptive, until the verdict decides)")
+    tolerance = config.getoption("tolerance")
+    if tolerance is not None and not 0 < tolerance < 1:
+        usage("--tolerance: give a fraction between 0 and 1, e.g. 0.05 for 5%")
+    if config.getoption("aa_repeats") < 0:
+        usage("--aa-repeats: must be >= 0")
+    launch, sbatch_args = launch_mode(site, config.getoption("launch"), config.getoption("sbatch_arg"), usage)
+    return SuiteOptions(
+        site=site, runtimes=tuple(config.getoption("runtime")), rounds=rounds, workloads=workloads, recipe=recipe,
+        tolerance=tolerance, image=config.getoption("image"), mode=config.getoption("mode"),
+        aa_repeats=config.getoption("aa_repeats"), on_site=config.getoption("on_site"), launch=launch,
+        sbatch_args=sbatch_args)
+
+
+def launch_mode(site, given: str | None, sbatch_args: list[str], usage, environ=os.environ) -> tuple[str, tuple[str, ...]]:
+    """--launch and --sbatch-arg, checked: the mode (scheduler for a site with a scheduler when pytest runs
+    outside an allocation, else direct) and the options for the suite's jobs, the site's partition added."""
+    from generator.run import slurmjob
+
+    scheduler = site.host.scheduler
+    launch = given or ("scheduler" if scheduler != "none" and "SLURM_JOB_ID" not in environ else "direct")
+    if launch == "scheduler" and scheduler == "none":
+        usage(f"--launch=scheduler: site {site.name} has no scheduler (host.scheduler = \"none\"); use --launch=direct")
+    problem = slurmjob.check_options(sbatch_args)
+    if problem:
+        usage(f"--sbatch-arg: {problem}")
+    args = tuple(sbatch_args)
+    if launch == "scheduler" and scheduler == "slurm":
+        if site.host.needs_account and slurmjob.given(args, "account") is None:
+            usage(f"--launch=scheduler: site {site.name} runs no job without an account (host.needs_account); "
+                  "pass --sbatch-arg=--account=PROJECT")
+        if site.host.partition and slurmjob.given(args, "partition") is None:
+            args = (f"--partition={site.host.partition}", *args)
+    return launch, args
+
+
+def placement(options: SuiteOptions, facts=None) -> Placement:
+    """Is this machine the site? The user's word (--on-site, --image) or the detect comparison."""
+    from generator.detect import machine as detect
+
+    site = options.site
+    if options.on_site or options.image:
+        flag = "--on-site" if options.on_site else "--image"
+        return Placement(on_site=True, reason=f"{flag} given: measuring on this machine as site {site.name}")
+    facts = detect.detect() if facts is None else facts
+    if detect.looks_like(site, facts):
+        return Placement(on_site=True, reason=f"this machine looks like site {site.name}")
+    mpi = f"{facts.value('mpi.flavour') or 'no MPI'} {facts.value('mpi.version') or ''}".strip()
+    site_mpi = f"{site.mpi.flavour} {site.mpi.version or ''}".strip()
+    seen = f"host MPI {mpi}, {facts.value('host.arch') or '?'}, {facts.value('host.os') or '?'}"
+    says = f"site says {site_mpi}, {site.host.arch}, {site.host.os}"
+    return Placement(on_site=False, reason=f"this machine is not {site.name} ({seen}; {says}); static checks "
+                     f"only — run on {site.name}, or pass --image/--on-site")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _in_suite(config):
+        return
+    config.stash[SUITE] = options_from(config)
+    # A test that skips before it measures leaves its benchmark fixture unused: not worth a warning.
+    config.addinivalue_line("filterwarnings", "ignore:Benchmark fixture was not used")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    if SUITE not in config.stash:
+        return None
+    options = config.stash[SUITE]
+    place = session_placement(config)
+    return [f"gen-recipe suite: site {options.site.name} ({options.site.path}); {place.reason}; --launch={options.launch}"]
+
+
+def session_placement(config: pytest.Config) -> Placement:
+    if PLACEMENT not in config.stash:
+        config.stash[PLACEMENT] = placement(config.stash[SUITE])
+    return config.stash[PLACEMENT]
+
+
+# Modules that measure the built-in workloads: not run when --recipe asks for the user's application only.
+BUILTIN_MEASUREMENTS = ("test_overhead.py", "test_mpi.py", "test_startup.py", "test_controls.py", "test_busy.py")
+
+
+# Modules that measure on this node (--launch=direct) and through the scheduler (--launch=scheduler).
+DIRECT = (*BUILTIN_MEASUREMENTS, "test_app.py")
+SCHEDULED = ("test_scheduler.py",)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    """The machine check first, then the static checks, then the measurements (stable within each).
+    With --recipe and no --workloads, the built-in workloads' measurements are deselected; without --recipe,
+    the application test (test_app.py) is. The measurements of the other --launch mode skip, saying why."""
+    options = config.stash.get(SUITE, None)
+    if options is not None and session_placement(config).on_site:     # off site, all skip as "not the site"
+        if options.launch == "scheduler":
+            other, why = DIRECT, ("--launch=scheduler: measured as jobs through the scheduler (test_scheduler.py); "
+                                  "--launch=direct measures on this node")
+        else:
+            other, why = SCHEDULED, ("--launch=direct: measured on this node; --launch=scheduler runs jobs and job "
+                                     "steps through the site's scheduler")
+        for item in items:
+            if Path(str(item.fspath)).name in other:
+                item.add_marker(pytest.mark.skip(reason=why))
+    if options is not None:
+        skip = (*(BUILTIN_MEASUREMENTS if options.recipe is not None and not options.workloads else ()),
+                *(() if options.recipe is not None else ("test_app.py",)))
+        dropped = [i for i in items if Path(str(i.fspath)).name in skip]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [i for i in items if i not in dropped]
+
+    def rank(item) -> int:
+        name = Path(str(item.fspath)).name
+        return ORDER.index(name) if name in ORDER else len(ORDER)
+    items.sort(key=rank)
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    found = config.stash.get(VERDICTS, [])
+    if found:
+        terminalreporter.section("container overhead")
+        for v in found:
+            terminalreporter.write_line(f"{v.outcome.upper():<13} {v.message}")
+
+
+# -- fixtures and helpers ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def suite(pytestconfig) -> SuiteOptions:
+    if SUITE not in pytestconfig.stash:
+        pytest.skip("the portability suite runs as pytest suites/ ...")
+    return pytestconfig.stash[SUITE]
+
+
+@pytest.fixture(scope="session")
+def site(suite):
+    return suite.site
+
+
+@pytest.fixture(scope="session")
+def on_site(pytestconfig, suite) -> Placement:
+    """Requested by every test that builds, pulls or runs the site's image or bare twin: skips off site."""
+    place = session_placement(pytestconfig)
+    if not place.on_site:
+        pytest.skip(place.reason)
+    return place
+
+
+def runtimes_under_test(options: SuiteOptions) -> tuple[str, ...]:
+    return options.runtimes or tuple(r.name for r in options.site.runtimes)
+
+
+def tolerance(options: SuiteOptions, key: str):
+    """The site's tolerance for `key`, or --tolerance, or none (skip: nothing to decide against)."""
+    from generator.model.site import Tolerance
+
+    if options.tolerance is not None:
+        return Tolerance(reference=1.0, lower=-options.tolerance, upper=options.tolerance, unit="ratio")
+    tol = options.site.tolerances.get(key)
+    if tol is None:
+        pytest.skip(f"site {options.site.name} has no tolerance for {key} (add [tolerances] {key} to "
+                    f"{options.site.path}, or pass --tolerance)")
+    return tol
+
+
+def need_runtime(options: SuiteOptions, runtime: str) -> None:
+    from generator.run.runtimes import PLATFORMS
+
+    platform = PLATFORMS[runtime]
+    if not shutil.which(platform.binary):
+        pytest.skip(f"{platform.binary} not found on PATH (needed by --site={options.site.name} --runtime {runtime}; "
+                    f"choose another with --runtime)")
+    if not platform.local_image and not options.image:
+        pytest.skip(f"no image for {runtime}: pass a prebuilt one with --image (e.g. a SIF for apptainer)")
+
+
+def size(site, workload: str) -> Size:
+    """The suite's size of `workload` for the site's GPUs (one GPU) or a CPU."""
+    w = REGISTRY[workload]
+    chosen = w.gpu if site.gpu.stack != "none" else w.cpu
+    if chosen is None:
+        pytest.skip(f"{workload} has no {'GPU' if site.gpu.stack != 'none' else 'CPU'} size in workloads/registry.py")
+    return chosen
+
+
+def mode_of(options: SuiteOptions, runtime: str) -> str:
+    site = options.site
+    mode = options.mode or site.container.mpi_mode
+    if mode not in site.runtime(runtime).mpi_modes:
+        pytest.skip(f"{runtime} at site {site.name} does not support {mode} mode (--mode "
+                    f"{'/'.join(site.runtime(runtime).mpi_modes)})")
+    return mode
+
+
+def run_options(options: SuiteOptions, runtime: str, *, mpi: bool = False, env=None):
+    from generator.run import runtimes
+
+    return runtimes.Options(mode=mode_of(options, runtime), gpus=0, mpi=mpi, env=dict(env or {}),
+                            allow_root=os.geteuid() == 0, interactive=True)
+
+
+class Images:
+    """Images built once per session (deterministic tags: a rebuild is a no-op) and converted per runtime.
+    A failed build fails every test that needs it with the same line: the step, the fix and the log."""
+
+    def __init__(self, options: SuiteOptions) -> None:
+        self.options = options
+        self.built: dict[str, str] = {}
+        self.failed: dict[str, str] = {}
+
+    def _build(self, recipe) -> str:
+        from generator.errors import GenRecipeError
+        from generator.images import base, oci
+        from generator.suite.harness import LOGS
+
+        from generator.recipe import catalog
+
+        site, recipe = self.options.site, catalog.load(recipe)
+        name = recipe.name
+        if not shutil.which("podman"):
+            pytest.skip(f"podman not found on PATH: cannot build the {name} image for --site={site.name} "
+                        "(or pass --image)")
+        LOGS.mkdir(parents=True, exist_ok=True)
+        log = (LOGS / f"build-{name}-{site.name}.log").absolute()
+        with log.open("w") as out:
+            def progress(line: str) -> None:
+                out.write(line + "\n")
+                out.flush()
+            try:
+                if site.base.devel.startswith("localhost/"):
+                    base.ensure_base_image(site, progress=progress)
+                return oci.build_image(site, recipe, progress=progress).ref
+            except GenRecipeError as exc:
+                raise GenRecipeError(f"building the {name} image for site {site.name} failed: {exc} "
+                                     f"(log: {log}; fix the build, or pass a prebuilt --image)") from None
+
+    def ref(self, recipe) -> str:
+        from generator.errors import GenRecipeError
+
+        if self.options.image:
+            return self.options.image
+        key = _name(recipe)
+        if key not in self.built and key not in self.failed:
+            try:
+                self.built[key] = self._build(recipe)
+            except GenRecipeError as exc:
+                self.failed[key] = str(exc)
+        if key in self.failed:
+            pytest.fail(self.failed[key], pytrace=False)
+        return self.built[key]
+
+    def for_runtime(self, recipe, runtime: str) -> str:
+        from generator.errors import GenRecipeError
+        from generator.images import convert
+        from generator.run.runtimes import PLATFORMS
+
+        ref = self.ref(recipe)
+        if self.options.image and not PLATFORMS[runtime].local_image:
+            return ref
+        try:
+            return convert.runtime_image(self.options.site, ref, runtime)
+        except GenRecipeError as exc:
+            problem = f"making the {runtime} image of {ref} failed: {exc}"
+        pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def images(suite, on_site) -> Images:
+    return Images(suite)
+
+
+class BarePythons:
+    """The bare twins of the images' Python environments, made once per session (see harness.bare_python)."""
+
+    def __init__(self, site) -> None:
+        self.site, self.made, self.failed = site, {}, {}
+
+    def __call__(self, recipe) -> str:
+        from generator.suite import harness
+
+        key = _name(recipe)
+        if key not in self.made and key not in self.failed:
+            try:
+                self.made[key] = harness.bare_python(self.site, recipe)
+            except harness.StepFailed as exc:
+                self.failed[key] = str(exc)
+        if key in self.failed:
+            pytest.fail(self.failed[key], pytrace=False)
+        return self.made[key]
+
+
+def _name(recipe) -> str:
+    return recipe if isinstance(recipe, str) else recipe.name
+
+
+@pytest.fixture(scope="session")
+def bare_python(site, on_site) -> BarePythons:
+    return BarePythons(site)
+
+
+@pytest.fixture(scope="session")
+def cpu_pin() -> dict[str, str]:
+    """Pin both sides' fork servers to the same CPU (the last one); the other takes the machine's noise."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return {"WORKLOADS_CPUS": str(cpus[-1])} if len(cpus) > 1 else {}
+
+
+@pytest.fixture(scope="session")
+def verdicts(pytestconfig) -> list:
+    return pytestconfig.stash.setdefault(VERDICTS, [])
