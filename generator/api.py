@@ -24,18 +24,23 @@ internal. docs/apps.md walks through it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import hpccm
 
-from generator.model.app import Workload
-from generator.recipe.blocks.common import app_files as _app_files, ospackages
-from generator.recipe.blocks.stack import PythonSpec, comm_stack, python_blocks, python_spec, two_stage as _two_stage
 from generator.errors import RecipeError
+from generator.model.app import AppWorkload as Workload, check_workload, requirements_file as _read_requirements
+from generator.model.schema import Loader
+from generator.model.site import Site
+from generator.recipe.blocks.common import app_files as _app_files, ospackages, payload as _payload
+from generator.recipe.blocks.ollama import ollama
+from generator.recipe.blocks.osu import osu
+from generator.recipe.blocks.stack import PythonSpec, comm_stack, mpicc, python_blocks, python_spec, two_stage as _two_stage
 from generator.recipe.plan import Plan, plan
-from generator.model.site import Loader, Site
 
 __all__ = ["Site", "Plan", "PythonSpec", "Workload", "RecipeError", "plan", "comm_stack", "python_spec", "python_env",
-           "app_files", "two_stage", "ospackages", "llm_requirements", "llm_engine", "requirements_file", "workload"]
+           "app_files", "two_stage", "ospackages", "llm_requirements", "llm_engine", "requirements_file", "workload",
+           "workloads_payload", "osu_benchmarks"]
 
 
 def python_env(site: Site, spec: PythonSpec):
@@ -63,6 +68,18 @@ def two_stage(site: Site, name: str, p: Plan, *, keep: Sequence = (), build: Seq
                       distro_mpi4py=distro_mpi4py, env=env, workdir=workdir, app_labels=labels)
 
 
+def workloads_payload():
+    """The project's `workloads` package (python -m workloads), for the runtime stage of an image the suite
+    measures with the built-in workloads (the build context carries it)."""
+    return _payload()
+
+
+def osu_benchmarks(site: Site, p: Plan):
+    """The OSU micro-benchmarks at software.osu, built with the container MPI's compiler wrappers and the
+    site's GPU stack."""
+    return osu(version=str(site.software.osu), mpicc=mpicc(p), gpu=site.gpu.stack, gpu_home=p.gpu_home)
+
+
 def llm_requirements(site: Site) -> list[str]:
     """The LLM stack's Python pins beyond torch (transformers at the site's version)."""
     if not site.software.transformers:
@@ -72,28 +89,20 @@ def llm_requirements(site: Site) -> list[str]:
 
 def llm_engine(site: Site) -> list:
     """The site's LLM serving engine (Ollama at software.ollama), or nothing when the site has none."""
-    from generator.recipe.blocks.ollama import ollama
-
     sw = site.software
     return [ollama(version=str(sw.ollama), gpu=site.gpu.stack)] if sw.ollama else []
 
 
 def requirements_file(path) -> list[str]:
     """The pins of a pip requirements file (name==version lines; comments allowed), as app files read them."""
-    from pathlib import Path
-
-    from generator.model.app import requirements_file as read
-
     def fail(key: str, problem: str, hint: str = ""):
         raise RecipeError(f"{path}: {problem}" + (f" ({hint})" if hint else ""))
-    return read(Path(path), fail)
+    return _read_requirements(Path(path), fail)
 
 
 def workload(**keys) -> Workload:
     """A `Workload` (what the suite measures), validated like an app file's [workload] table."""
-    from generator.model.app import _check_workload
-
     loader = Loader("recipe WORKLOAD")
     w = loader.table(Workload, {k: list(v) if isinstance(v, tuple) else v for k, v in keys.items()}, "workload")
-    _check_workload(w, loader.fail)
+    check_workload(w, loader.fail)
     return w

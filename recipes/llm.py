@@ -5,7 +5,6 @@ from __future__ import annotations
 import hpccm
 
 from generator import api
-from generator.recipe.blocks.common import payload
 
 
 def python(site: api.Site) -> api.PythonSpec:
@@ -16,4 +15,4 @@ def python(site: api.Site) -> api.PythonSpec:
 def build(site: api.Site) -> list[hpccm.Stage]:
     p = api.plan(site)
     keep = [*api.comm_stack(site, p), api.python_env(site, python(site)), *api.llm_engine(site)]
-    return api.two_stage(site, "llm", p, keep=keep, runtime_extra=[payload()], command=("python3", "-m", "workloads"))
+    return api.two_stage(site, "llm", p, keep=keep, runtime_extra=[api.workloads_payload()], command=("python3", "-m", "workloads"))

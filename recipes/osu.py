@@ -5,8 +5,6 @@ from __future__ import annotations
 import hpccm
 
 from generator import api
-from generator.recipe.blocks.osu import osu
-from generator.recipe.blocks.stack import mpicc
 
 
 def python(site: api.Site) -> None:
@@ -18,5 +16,5 @@ def build(site: api.Site) -> list[hpccm.Stage]:
     p = api.plan(site)
     if p.mpi.flavour == "none":
         raise api.RecipeError(f"{site.path}: the osu recipe needs an MPI (mpi.flavour is none)")
-    bench = osu(version=str(site.software.osu), mpicc=mpicc(p), gpu=site.gpu.stack, gpu_home=p.gpu_home)
+    bench = api.osu_benchmarks(site, p)
     return api.two_stage(site, "osu", p, keep=[*api.comm_stack(site, p), bench], command=("osu_latency",))

@@ -22,11 +22,13 @@ from pathlib import Path
 import pytest
 
 from generator.run import launch, slurmjob
+from generator.files import write_atomic
+from generator.model.app import AppWorkload as Workload
 from generator.recipe import payload
 from generator.suite import result
 from generator.suite import harness
 from generator.suite.plugin import SUITE, Note, mode_of, need_runtime, runtimes_under_test, size, tolerance
-from suites.test_mpi import ARGS as MPI_ARGS, Paired, measure_and_judge, run_mpi, transport_problem
+from generator.suite.mpi import ARGS as MPI_ARGS, Paired, measure_and_judge, run_mpi, transport_problem
 from workloads.registry import DDP
 
 JOBS = Path("build") / "suite-jobs"       # scripts and job output: on a file system the nodes see
@@ -108,7 +110,6 @@ def allocation(suite, slurm):
 
 def script(site, path: Path, job: launch.Job) -> Path:
     """`gen-recipe launch` for `job`, written to `path` (what a user submits)."""
-    from generator.files import write_atomic
 
     path = path.absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -200,7 +201,6 @@ def steps_run(scripts: Scripts, allocation: Allocation, workload: str, side: str
 
 
 def metric_of(workload: str):
-    from generator.model.app import Workload
     return Workload(command=("python3", "-m", f"workloads.{workload}"), json_key="value", regex="",
                     unit="samples/s", better="higher", timeout=STEP_TIMEOUT)
 

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fuzz-long", action="store_true",
-                     help="run the site-file fuzzer for 20,000 cases instead of CI's 2,000 (tests/core/test_fuzz.py)")
+                     help="run the site-file fuzzer for 20,000 cases instead of CI's 2,000 (tests/model/test_fuzz.py)")
 
 
 UPDATE_GOLDEN = os.environ.get("UPDATE_GOLDEN", "") not in ("", "0")

@@ -8,7 +8,6 @@ import os
 from workloads import common, train
 
 NAME = "cnn"
-DESCRIPTION = "CNN image classifier of the CUG 2025 Frontier container study (single/dp/ddp)"
 APPLE2ORANGE_IMAGES = 2418
 TRAIN_FRACTION = 0.8
 DEFAULT_STEPS = 10
@@ -107,7 +106,7 @@ class FolderImages:
 
 
 def make_parser():
-    p = common.parser(NAME, DESCRIPTION, steps=DEFAULT_STEPS, warmup=1, batch_size=32,
+    p = common.parser(NAME, steps=DEFAULT_STEPS, warmup=1, batch_size=32,
                       modes=("single", "dp", "ddp"))
     p.add_argument("--epochs", type=common.positive_int, default=None,
                    help="train for E epochs over the training split (instead of --steps)")

@@ -11,6 +11,8 @@ import platform
 import sys
 import time
 
+from workloads.registry import WORKLOADS
+
 EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_USAGE = 2
@@ -74,10 +76,11 @@ def nonneg_int(text):
     return _int_at_least(text, 0)
 
 
-def parser(name, description, *, steps=10, warmup=1, batch_size=None, batch_help=None,
+def parser(name, *, steps=10, warmup=1, batch_size=None, batch_help=None,
            modes=None, device=True, serve=True):
-    """An ArgumentParser with the common options. batch_size=None omits --batch-size."""
-    p = _Parser(prog=name, description=description)
+    """An ArgumentParser with the common options, described by the workload registry's entry.
+    batch_size=None omits --batch-size."""
+    p = _Parser(prog=name, description=WORKLOADS[name].description)
     if device:
         p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                        help="device (auto: cuda/ROCm GPU if available, else cpu)")

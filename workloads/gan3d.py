@@ -8,7 +8,6 @@ synthetic, deterministic electromagnetic-shower-like volumes."""
 from workloads import common, train
 
 NAME = "gan3d"
-DESCRIPTION = "3D convolutional GAN on 25^3 calorimeter showers (PASC 2020 3DGAN; single/ddp)"
 SIZE = 25
 
 
@@ -134,7 +133,7 @@ class GanRunner(train.DeviceRunner):
 
 
 def make_parser():
-    p = common.parser(NAME, DESCRIPTION, steps=10, warmup=1, batch_size=64,
+    p = common.parser(NAME, steps=10, warmup=1, batch_size=64,
                       modes=("single", "ddp"))
     p.add_argument("--latent", type=common.positive_int, default=200,
                    help="latent vector size (default 200, as in 3DGAN)")

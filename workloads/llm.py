@@ -21,7 +21,6 @@ from workloads import common
 from workloads.prompts import PROMPTS
 
 NAME = "llm"
-DESCRIPTION = "LLM serving: time to answer a fixed prompt set on 0..N GPUs (ollama or transformers)"
 BOS, EOS, PAD = 256, 257, 258  # byte-level tokens 0..255, then specials
 
 
@@ -272,7 +271,7 @@ def ollama_engine(args, record, runner):
 # ---------------------------------------------------------------- command line
 
 def make_parser():
-    p = common.parser(NAME, DESCRIPTION, steps=len(PROMPTS), warmup=1)
+    p = common.parser(NAME, steps=len(PROMPTS), warmup=1)
     p.add_argument("--engine", choices=("transformers", "ollama"), default="transformers",
                    help="serving engine (default transformers; ollama is the paper's engine)")
     p.add_argument("--gpus", type=common.nonneg_int, default=None,

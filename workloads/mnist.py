@@ -10,7 +10,6 @@ import struct
 from workloads import common, train
 
 NAME = "mnist"
-DESCRIPTION = "MNIST example CNN classifier of the MODAK study (CPU; single/ddp)"
 TRAIN_SAMPLES = 60000
 DEFAULT_STEPS = 20
 
@@ -101,7 +100,7 @@ class IdxDigits:
 
 
 def make_parser():
-    p = common.parser(NAME, DESCRIPTION, steps=DEFAULT_STEPS, warmup=1, batch_size=64,
+    p = common.parser(NAME, steps=DEFAULT_STEPS, warmup=1, batch_size=64,
                       modes=("single", "ddp"))
     p.add_argument("--epochs", type=common.positive_int, default=None,
                    help="train for E epochs (instead of --steps)")

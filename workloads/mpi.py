@@ -14,7 +14,6 @@ import time
 from workloads import common
 
 NAME = "mpi"
-DESCRIPTION = "mpi4py ping-pong/allreduce latency and bandwidth, with the transport in use"
 DEFAULT_SIZES = "1,8,64,512,4k,32k,256k,1M,4M"
 LIB_PATTERN = re.compile(r"/(lib(?:mpi|mpich|fabric|ucp|uct|ucs|psm2|psm3|psm_infinipath|cxi|"
                          r"ibverbs|rdmacm|mlx5|efa|hcoll|xpmem|knem|pmix|pmi|pals)[^/]*\.so[^/]*)$")
@@ -220,7 +219,7 @@ def allreduce(MPI, comm, size, iters, warmup):
 
 
 def make_parser():
-    p = common.parser(NAME, DESCRIPTION, steps=100, warmup=10, serve=False)
+    p = common.parser(NAME, steps=100, warmup=10, serve=False)
     p.add_argument("--iters", dest="steps", type=common.positive_int, default=None,
                    help="iterations per size (same as --steps; default 100)")
     p.add_argument("--sizes", default=DEFAULT_SIZES,

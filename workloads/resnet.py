@@ -1,11 +1,10 @@
 """resnet: synthetic-data training throughput of torchvision's ResNet-50, ResNet-101 and
-InceptionV3, the image-classification benchmarks of the udocker + Horovod study at IFCA
+InceptionV3, the image-classification benchmarks of the containers + Horovod study at IFCA
 (default batch sizes 256/256/128). Needs torchvision; exits 77 where it does not import."""
 
 from workloads import common, train
 
 NAME = "resnet"
-DESCRIPTION = "ResNet-50/101 and InceptionV3 synthetic training throughput (torchvision; single/dp/ddp)"
 MODELS = {  # name: (default batch size, default image size)
     "resnet50": (256, 224),
     "resnet101": (256, 224),
@@ -44,7 +43,7 @@ def make_loss(torch):
 
 
 def make_parser():
-    p = common.parser(NAME, DESCRIPTION, steps=10, warmup=2, batch_size=0,
+    p = common.parser(NAME, steps=10, warmup=2, batch_size=0,
                       batch_help="batch size per process (default 256; 128 for inception_v3)",
                       modes=("single", "dp", "ddp"))
     p.add_argument("--model", choices=tuple(MODELS), default="resnet50",

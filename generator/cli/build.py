@@ -26,6 +26,7 @@ from generator.images.builders import OCI_BUILDERS, SIF_BUILDERS
 from generator.images.oci import build_image
 from generator.images.sif import build_sif
 from generator.images.tags import DEFAULT_REGISTRY
+from generator.images.export import export_image
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +60,6 @@ def run(args: argparse.Namespace) -> int:
     site = site_mod.load(args.site)
     push = (args.registry or True) if args.push else None
     if args.export:
-        from generator.images.export import export_image
         if args.push or args.tag or args.target or args.out:
             raise UsageError("--export writes one file: leave out --push, --tag, --target and --out")
         done = export_image(site, args.recipe, args.export, builder=args.builder)

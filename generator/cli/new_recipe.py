@@ -14,6 +14,7 @@ from pathlib import Path
 from generator.errors import UsageError
 from generator.files import write_set
 from generator.model.site import KINDS
+from generator.recipe import catalog
 
 
 def templates(name: str, folder: str, python: bool) -> dict[str, str]:
@@ -35,7 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from generator.recipe import catalog
 
     out = args.out or Path(args.name)
     texts = templates(args.name, out.as_posix(), args.python)

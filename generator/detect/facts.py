@@ -15,11 +15,12 @@ from types import MappingProxyType
 
 from generator.model.site import ABI_OF_FLAVOUR, PROVIDERS_OF_FABRIC, STACK_OF_VENDOR, Site, Version
 from generator.detect.runner import Observation
+from generator.model.providers import preferred
+from generator.model.runtimes import PLATFORMS
 from generator.detect.table import RUNTIME_ORDER
 
 MISSING = ("not found", "not there")
-PROVIDER_PREFERENCE = {"slingshot": ("cxi",), "omnipath": ("psm2", "opx"), "infiniband": ("ucx", "verbs"),
-                       "ethernet": ("tcp",)}
+PROVIDER_PREFERENCE = {f: preferred(f) for f in PROVIDERS_OF_FABRIC}
 MPI_MODULE = re.compile(r"^(cray-mpich|openmpi|open-mpi|ompi|intel-mpi|impi|intel-oneapi-mpi|mpich|mvapich|hpcx)",
                         re.IGNORECASE)
 # Which probe names the install prefix of each flavour.
@@ -296,10 +297,8 @@ def _gpu(c: _Clues, facts, warnings) -> list[Fact]:
 
 
 def _runtimes(c: _Clues, facts, warnings) -> list[Fact]:
-    probe = {"apptainer": ("apptainer --version", "singularity --version"), "singularity": ("singularity --version",),
-             "charliecloud": ("ch-run --version",), "podman": ("podman --version",),
-             "podman-hpc": ("podman-hpc --version",), "sarus": ("sarus --version",), "udocker": ("udocker --version",)}
-    out = [c.fact(f"runtimes.{name}", *keys) for name, keys in probe.items()]
+    # runtimes whose probe gives another fact (the container engine: enroot; Docker: its client) are combined below
+    out = [c.fact(f"runtimes.{r.name}", r.probe.key, *r.probe.also) for r in PLATFORMS.values() if not r.probe.clue]
     pyxis, enroot = c.first("runtimes.pyxis"), c.fact("runtimes.enroot", "enroot version")
     if pyxis and not pyxis[1].value:
         out.append(Fact("runtimes.ce", None, f"srun --help: {pyxis[1].line}"

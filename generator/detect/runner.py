@@ -22,12 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator.model.runtimes import PLATFORMS
+
 NOT_FOUND = 127  # the shell's "command not found"
 TIMED_OUT = 124  # what timeout(1) exits with
 SBIN = ("/usr/sbin", "/sbin")  # ldconfig lives here and is often not on a user's PATH
-# Commands that write into $HOME on every call (udocker creates ~/.udocker even for --version):
-# they run with HOME in a scratch directory.
-SCRATCH_HOME = frozenset({"udocker"})
+# Commands that write into $HOME on every call (a runtime's `VersionProbe.scratch_env`): they run with
+# those variables in a scratch directory.
+SCRATCH_ENV = {r.probe.command[0]: r.probe.scratch_env for r in PLATFORMS.values() if r.probe.scratch_env}
 
 Runner = Callable[[Sequence[str]], "tuple[int, str]"]
 
@@ -83,9 +85,7 @@ def subprocess_runner(env: Mapping[str, str], timeout: float, scratch: Path) -> 
         exe = shutil.which(argv[0], path=path)
         if exe is None:
             return NOT_FOUND, ""
-        run_env = child_env
-        if argv[0] in SCRATCH_HOME:
-            run_env = dict(child_env, HOME=str(scratch), UDOCKER_DIR=str(scratch / ".udocker"))
+        run_env = dict(child_env, **{k: str(scratch / v) for k, v in SCRATCH_ENV.get(argv[0], {}).items()})
         try:
             proc = subprocess.Popen([exe, *argv[1:]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, env=run_env, cwd=scratch, start_new_session=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from generator.detect import parsers as p
 from generator.detect.runner import Probe, read_env, read_file, read_glob, read_ib_ports
+from generator.model.runtimes import DETECT_ORDER, PLATFORMS
 
 # Print what MPI mpi4py is linked against without MPI_Init (which could hang outside a job).
 MPI4PY_CODE = ("import mpi4py; mpi4py.rc.initialize = mpi4py.rc.finalize = False; "
@@ -60,20 +61,14 @@ GPU = (
     Probe("/dev/nvidia*", p.device_list("gpu.nvidia_devices"), read=read_glob("/dev/nvidia[0-9]*")),
     Probe("/dev/kfd", p.device_list("gpu.amd_devices"), read=read_glob("/dev/kfd")),
 )
-RUNTIMES = (
-    Probe("apptainer --version", p.runtime_version("apptainer", r"apptainer version (\S+)"), ("apptainer", "--version")),
-    Probe("singularity --version", p.singularity_version, ("singularity", "--version")),
-    Probe("ch-run --version", p.runtime_version("charliecloud", r"^\s*(\d+\.\d+\S*)\s*$"), ("ch-run", "--version")),
-    Probe("podman --version", p.runtime_version("podman", r"podman version (\S+)"), ("podman", "--version")),
-    Probe("podman-hpc --version", p.podman_hpc_version, ("podman-hpc", "--version")),
-    Probe("sarus --version", p.runtime_version("sarus", r"^\s*(\d+\.\d+\S*)\s*$"), ("sarus", "--version")),
-    Probe("enroot version", p.runtime_version("enroot", r"^\s*(\d+\.\d+\S*)\s*$"), ("enroot", "version")),
-    Probe("udocker --version", p.runtime_version("udocker", r"^version:\s*(\S+)"), ("udocker", "--allow-root", "--version")),
-    Probe("docker --version", p.docker_version, ("docker", "--version")),
+# One version probe per runtime of the registry (its `Platform.probe`), then Docker's daemon socket.
+RUNTIMES = tuple(Probe(r.probe.key, getattr(p, r.probe.parser) if r.probe.parser
+                       else p.runtime_version(r.probe.clue or r.name, r.probe.version), r.probe.command)
+                 for r in PLATFORMS.values()) + (
     Probe("docker.sock", p.device_list("runtimes.docker_daemon"),
           read=read_glob("/var/run/docker.sock", "/run/docker.sock")),
 )
 PROBES = HOST + SCHEDULER + MPI + FABRIC + GPU + RUNTIMES
 
 # Container runtimes the schema knows, in the order `detect` prefers one as the default.
-RUNTIME_ORDER = ("apptainer", "singularity", "ce", "sarus", "podman-hpc", "charliecloud", "udocker", "podman", "docker")
+RUNTIME_ORDER = DETECT_ORDER

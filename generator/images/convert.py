@@ -1,5 +1,6 @@
-"""A built OCI image as each runtime runs it: an unpacked directory for Charliecloud, a created
-container for udocker, the reference itself for OCI runtimes (docs/runtimes.md §5, §6)."""
+"""A built OCI image as each runtime runs it (its `Platform.local_image`): an unpacked directory for
+Charliecloud, a created container for udocker, the reference itself for OCI runtimes (docs/runtimes.md §5, §6).
+One `Converter` per image form: what it is named, how it is made, how it is removed."""
 
 from __future__ import annotations
 
@@ -9,26 +10,34 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from generator.run.runtimes import LOCAL_IMAGE_DIR, PLATFORMS, udocker_env
 from generator.model.site import Site
 from generator.images.process import BuildFailed, ToolMissing, need, quiet, stderr_progress
 
+Progress = Callable[[str], None]
+
 
 def _safe_name(ref: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", ref.rsplit("/", 1)[-1].replace("@sha256:", "-"))
 
 
+@dataclass(frozen=True)
+class Converter:
+    """How a local podman image `ref` becomes one image form under `cache_dir`."""
+
+    name: Callable[[str, Path], str]                       # (ref, cache_dir) → what the runtime is given
+    make: Callable[[str, str, Path, Progress], str]        # (ref, name, cache_dir, progress) → name, made
+    drop: Callable[[str, Path], None]                      # (name, cache_dir): remove what make made
+
+
 def runtime_image_name(site: Site, ref: str, runtime: str, *, cache_dir: Path = LOCAL_IMAGE_DIR) -> str:
     """What `runtime_image` returns for `ref`, without making it (pure)."""
-    kind = PLATFORMS[runtime].local_image
-    if kind == "charliecloud":
-        return str(cache_dir / _safe_name(ref))
-    if kind == "udocker":
-        return _safe_name(ref).replace(".", "_")    # udocker refuses '.' in container names
-    return ref
+    converter = CONVERTERS.get(PLATFORMS[runtime].local_image)
+    return converter.name(ref, cache_dir) if converter else ref
 
 
 PROOT_WRAPPER = """#!/bin/bash
@@ -39,25 +48,21 @@ exec /usr/bin/proot "${args[@]}"
 
 
 def runtime_image(site: Site, ref: str, runtime: str, *, cache_dir: Path = LOCAL_IMAGE_DIR,
-                  progress: Callable[[str], None] = stderr_progress) -> str:
+                  progress: Progress = stderr_progress) -> str:
     """Turn a podman image `ref` into what `runtime` runs (its `Platform.local_image`), reusing what exists:
-    charliecloud → an unpacked directory image (podman export + /ch/environment, docs/runtimes.md §5);
-    udocker → a created container name (udocker load of an uncompressed OCI layout from podman save;
-    a docker-archive loads but cannot be created from), exec mode P1, run with `Platform.local_env`;
+    directory → an unpacked directory image (podman export + /ch/environment, docs/runtimes.md §5);
+    container → a created udocker container name (udocker load of an uncompressed OCI layout from podman
+    save; a docker-archive loads but cannot be created from), exec mode P1, run with `Platform.local_env`;
     oci → `ref` itself. Runtimes without a local form (SIF, EDF, ...) need a prebuilt image."""
     kind = PLATFORMS[runtime].local_image
-    name = runtime_image_name(site, ref, runtime, cache_dir=cache_dir)
-    if kind == "charliecloud":
-        return charliecloud_dir(ref, Path(name), progress)
-    if kind == "udocker":
-        return _udocker_container(ref, name, cache_dir, progress)
     if not kind:
         raise ToolMissing(f"cannot make a {runtime} image from {ref} here (build it where {runtime} runs, "
                           "or pass a prebuilt image)")
-    return ref
+    converter = CONVERTERS.get(kind)
+    return converter.make(ref, converter.name(ref, cache_dir), cache_dir, progress) if converter else ref
 
 
-def charliecloud_dir(ref: str, dest: Path, progress: Callable[[str], None]) -> str:
+def charliecloud_dir(ref: str, dest: Path, progress: Progress) -> str:
     """`ref` unpacked into `dest` as a Charliecloud directory image (kept when it exists)."""
     if (dest / "ch" / "environment").is_file():
         return str(dest)
@@ -90,13 +95,9 @@ def charliecloud_dir(ref: str, dest: Path, progress: Callable[[str], None]) -> s
 
 def drop_runtime_image(site: Site, ref: str, runtime: str, *, cache_dir: Path = LOCAL_IMAGE_DIR) -> None:
     """Remove what `runtime_image` made for `ref` (an unpacked directory, a udocker container), if anything."""
-    kind = PLATFORMS[runtime].local_image
-    name = runtime_image_name(site, ref, runtime, cache_dir=cache_dir)
-    if kind == "charliecloud":
-        shutil.rmtree(name, ignore_errors=True)
-    elif kind == "udocker":
-        u, env = _udocker(cache_dir)
-        subprocess.run((*u, "rm", name), capture_output=True, env=env)
+    converter = CONVERTERS.get(PLATFORMS[runtime].local_image)
+    if converter:
+        converter.drop(converter.name(ref, cache_dir), cache_dir)
 
 
 def _udocker(cache_dir: Path) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -108,7 +109,7 @@ def _udocker(cache_dir: Path) -> tuple[tuple[str, ...], dict[str, str]]:
     return (udocker, *root), {**os.environ, **udocker_env(cache_dir)}
 
 
-def _udocker_container(ref: str, name: str, cache_dir: Path, progress: Callable[[str], None]) -> str:
+def _udocker_container(ref: str, name: str, cache_dir: Path, progress: Progress) -> str:
     u, env = _udocker(cache_dir)
     home = Path(env["UDOCKER_DIR"])
     (home / "lib").mkdir(parents=True, exist_ok=True)
@@ -141,3 +142,18 @@ def _udocker_container(ref: str, name: str, cache_dir: Path, progress: Callable[
     # P1 (PRoot, through the wrapper): R1 with the host runc runs, but udocker 1.3.17 then exits 1 even on success
     quiet((*u, "setup", "--execmode=P1", name), f"udocker setup {name}", env=env)
     return name
+
+
+def _udocker_rm(name: str, cache_dir: Path) -> None:
+    u, env = _udocker(cache_dir)
+    subprocess.run((*u, "rm", name), capture_output=True, env=env)
+
+
+# The local image forms (`Platform.local_image`) → their converter; "oci" is the podman image itself.
+CONVERTERS: Mapping[str, Converter] = {
+    "directory": Converter(name=lambda ref, cache_dir: str(cache_dir / _safe_name(ref)),
+                           make=lambda ref, name, cache_dir, progress: charliecloud_dir(ref, Path(name), progress),
+                           drop=lambda name, cache_dir: shutil.rmtree(name, ignore_errors=True)),
+    "container": Converter(name=lambda ref, cache_dir: _safe_name(ref).replace(".", "_"),   # udocker refuses '.' in names
+                           make=_udocker_container, drop=_udocker_rm),
+}

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from generator.errors import did_you_mean
-from generator.lint import dockerfile, shell
-from generator.lint.model import Target, split_lines
+from generator.lint import rules, shell
+from generator.lint.model import DEFINITION, Target, split_lines
 from generator.lint.tools import Script
 
 SECTIONS = ("setup", "files", "environment", "post", "runscript", "startscript", "test", "labels", "help",
@@ -322,7 +322,6 @@ def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int,
     hits = []
     no_cache_lines = [n for n, t in lines if re.search(r"\bPIP_NO_CACHE_DIR=\S", t)]
     pairs = shell.tracked(commands)
-    piped = [f for chain in shell.pipelines(commands).values() if (f := shell.is_pipe_to_shell(chain))]
     for k, c in enumerate(commands):
         later = commands[k + 1:]
         inst = shell.install(c)
@@ -353,25 +352,11 @@ def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int,
         path = shell.downloaded(c, pairs[k][1])
         if path and not shell.deleted(path, pairs[k + 1:]):
             hits.append((c.line, "AP016", f"{path} is downloaded here and never deleted in %post", c.ignore))
-        url = shell.fetched_url(c)
-        if url and c not in piped and not any(shell.verifies(d) for d in later):
-            hits.append((c.line, "GR004", f"{url} is downloaded without a checksum or signature check", c.ignore))
-        what = shell.insecure(c)
-        if what:
-            hits.append((c.line, "GR007", f"`{c.program} ... {what}` turns signature or TLS checks off", c.ignore))
-        where = shell.substituted(c)
-        if where:
-            hits.append((c.line, "GR008", f"a command substitution decides {where}", c.ignore))
         if c.op in ("|", "|&") and c.program not in ("echo", "printf") \
                 and not pipefail_at(c.line, shell_name, shell_args, commands):     # echo/printf cannot fail
             hits.append((c.line, "DL4006", f"pipe in %post without pipefail ({shell_name} runs it): a failure "
                                            f"left of `|` does not stop the build", c.ignore))
-    for chain in shell.pipelines(commands).values():
-        fetch = shell.is_pipe_to_shell(chain)
-        if fetch is not None:
-            hits.append((fetch.line, "GR001", f"`{fetch.program} ... | {chain[-1].program}` runs a download "
-                                              f"unchecked", fetch.ignore))
-    return hits
+    return hits + rules.run("step", DEFINITION, rules.Step(tuple(pairs)))
 
 
 def pragma_lines(text: str, stages: Sequence[Stage]) -> dict[int, frozenset[str]]:
@@ -420,9 +405,8 @@ def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int,
         hits += [(line, rule, msg) for line, rule, msg, ignore in check_post(stage) if rule not in ignore]
         names.append(stage.name)
     if len(stages) == 1:
-        commands = shell.split_script(post_script(stages[0]))[0]
-        hits += [h for h in dockerfile.toolchain_left(commands)
-                 if h[1] not in next((c.ignore for c in commands if c.line == h[0]), frozenset())]
+        image = rules.Image(stages[0].line, None, tuple(shell.split_script(post_script(stages[0]))[0]))
+        hits += [(line, rule, msg) for line, rule, msg, ignore in rules.run("image", DEFINITION, image) if rule not in ignore]
     ignored = pragma_lines(text, stages)
     hits = [h for h in hits if h[1] not in ignored.get(h[0], frozenset())]
     return hits, [s for stage in stages for s in scripts(stage)], ignored

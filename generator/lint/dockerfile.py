@@ -1,5 +1,5 @@
-"""Dockerfiles: instructions with their line ranges and pragmas, and the checks hadolint lacks
-(GR001 download piped into a shell, GR002 downloads left in a layer, GR003 no non-root USER).
+"""Dockerfiles: instructions with their line ranges and pragmas, handed as steps (each instruction's
+shell commands) and the final image to the checks of our own in rules.py (those hadolint lacks).
 
 hadolint does the rest. Pragmas: `# hadolint ignore=ID,...` and `# gen-recipe: ignore=ID,...`
 in the comment lines directly above an instruction silence those ids on it, for hadolint's
@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from generator.lint import shell
-from generator.lint.model import split_lines
+from generator.lint import rules, shell
+from generator.lint.model import DOCKER, split_lines
 
 _HADOLINT_PRAGMA = re.compile(r"^\s*#\s*hadolint\s+ignore=([A-Za-z0-9_,\s]+?)\s*$")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
@@ -188,85 +188,36 @@ def deleted_later(stage: Stage, ins: Instruction, path: str, text_lines: Sequenc
     return next((later for later in after if shell.deleted(path, tracked(later, text_lines, wd[later.start]))), None)
 
 
-def _verified_after(stage: Stage, ins: Instruction, k: int, text_lines: Sequence[str]) -> bool:
-    """A checksum or signature check after command k of `ins`, in it or a later RUN of the stage."""
-    after = stage.instructions[stage.instructions.index(ins) + 1:]
-    return any(shell.verifies(c) for c in commands(ins, text_lines)[k + 1:]) or \
-        any(shell.verifies(c) for later in after for c in commands(later, text_lines))
-
-
 def _unverified_add(ins: Instruction) -> str | None:
     if ins.keyword != "ADD" or any(f.startswith("--checksum") for f in ins.flags):
         return None
     return next((w for w in ins.body.split()[:-1] if re.match(r"(https?|ftp)://", w)), None)
 
 
+def steps(stage: Stage, all_stages: Sequence[Stage], text_lines: Sequence[str]) -> list[rules.Step]:
+    """One step per instruction of the stage: its shell commands with their directories, the later steps."""
+    wd = workdirs(stage, all_stages)
+    out: list[rules.Step] = []
+    for ins in reversed(stage.instructions):
+        out.insert(0, rules.Step(tuple(tracked(ins, text_lines, wd[ins.start])), ins.start, tuple(out),
+                                 _unverified_add(ins)))
+    return out
+
+
 def check(text: str) -> list[Hit]:
-    """GR findings for a Dockerfile (pragmas not yet applied)."""
+    """Our findings for a Dockerfile (pragmas not yet applied: they are per instruction, see ignored)."""
     text_lines = split_lines(text)
-    instructions = parse(text)
-    all_stages = stages(instructions)
+    all_stages = stages(parse(text))
     hits: list[Hit] = []
+    final: list[rules.Step] = []
     for stage in all_stages:
-        wd = workdirs(stage, all_stages)
-        for ins in stage.instructions:
-            pairs = tracked(ins, text_lines, wd[ins.start])
-            cmds = [c for c, _ in pairs]
-            piped = []
-            for chain in shell.pipelines(cmds).values():
-                fetch = shell.is_pipe_to_shell(chain)
-                if fetch is not None:
-                    piped.append(fetch)
-                    hits.append((ins.start, "GR001", f"`{fetch.program} ... | {chain[-1].program}` runs a download "
-                                                     f"unchecked"))
-            for k, (c, cwd) in enumerate(pairs):
-                url = shell.fetched_url(c)
-                if url and c not in piped and not _verified_after(stage, ins, k, text_lines):
-                    hits.append((c.line, "GR004", f"{url} is downloaded without a checksum or signature check"))
-                what = shell.insecure(c)
-                if what:
-                    hits.append((c.line, "GR007", f"`{c.program} ... {what}` turns signature or TLS checks off"))
-                where = shell.substituted(c)
-                if where:
-                    hits.append((c.line, "GR008", f"a command substitution decides {where}"))
-                path = shell.downloaded(c, cwd)
-                if not path or shell.deleted(path, pairs[k + 1:]):
-                    continue
-                later = deleted_later(stage, ins, path, text_lines, wd)
-                where = f"deleted only by the RUN on line {later.start}" if later else "never deleted"
-                hits.append((ins.start, "GR002", f"{path} is downloaded here and {where}: it stays in this layer"))
-            url = _unverified_add(ins)
-            if url:
-                hits.append((ins.start, "GR004", f"`ADD {url}` without --checksum=sha256:..."))
-            cleaned = [shell.cleans(c) for c in cmds]
-            if cmds and all(cleaned):
-                hits.append((ins.start, "GR005", f"`{'; '.join(cleaned)}` in a RUN of its own: the files stay in "
-                                                 f"the earlier layer that created them"))
-    if len(all_stages) == 1:
-        hits += _toolchain_left(all_stages[0], text_lines)
+        final = steps(stage, all_stages, text_lines)
+        hits += [h[:3] for step in final for h in rules.run("step", DOCKER, step)]
     if all_stages:
         last = all_stages[-1]
-        if user_of(last, all_stages) is None:
-            hits.append((last.start.start, "GR003", "the final stage sets no USER: its processes run as root"))
+        single = tuple(c for step in final for c in step.commands) if len(all_stages) == 1 else ()
+        hits += [h[:3] for h in rules.run("image", DOCKER, rules.Image(last.start.start, user_of(last, all_stages), single))]
     return hits
-
-
-def _toolchain_left(stage: Stage, text_lines: Sequence[str]) -> list[Hit]:
-    cmds = [c for ins in stage.instructions for c in commands(ins, text_lines)]
-    return toolchain_left(cmds)
-
-
-def toolchain_left(cmds: Sequence[shell.Command]) -> list[Hit]:
-    """GR006: compilers/headers installed, something compiled, nothing uninstalled afterwards."""
-    if not any(shell.builds(c) for c in cmds):
-        return []
-    for k, c in enumerate(cmds):
-        inst = shell.install(c)
-        tools = shell.toolchain(inst) if inst else []
-        if tools and not any(shell.uninstalls(d) for d in cmds[k + 1:]):
-            return [(c.line, "GR006", f"build toolchain ({' '.join(tools[:4])}{' ...' if len(tools) > 4 else ''}) "
-                                      f"stays in the final image of a single-stage recipe that compiles")]
-    return []
 
 
 def ignored(instructions: Sequence[Instruction]) -> dict[int, frozenset[str]]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from generator.lint import definition, dockerfile, shell
 from generator.lint.model import DOCKER, split_lines
+from generator.lint.rules import DOWNLOAD_IN_LAYER, ROOT_USER
 
 NO_BASH = re.compile(r"alpine|busybox|distroless|^scratch$", re.I)
 # images whose /bin/sh is dash or bash and that have /bin/bash (the distributions and the images built on them)
@@ -298,12 +299,12 @@ def _needs_parens(cmds: Sequence[shell.Command], body: str) -> bool:
 
 
 def _docker_merge(stage, stages, ins, lines):
-    """GR002: a download deleted by a later RUN → the RUNs from the download to the deletion merged."""
+    """DOWNLOAD_IN_LAYER: a download deleted by a later RUN → the RUNs from the download to the deletion merged."""
     wd = dockerfile.workdirs(stage, stages)
     pairs = dockerfile.tracked(ins, lines, wd[ins.start])
     for k, (c, cwd) in enumerate(pairs):
         path = shell.downloaded(c, cwd)
-        if not path or "GR002" in ins.ignore or shell.deleted(path, pairs[k + 1:]):
+        if not path or DOWNLOAD_IN_LAYER.id in ins.ignore or shell.deleted(path, pairs[k + 1:]):
             continue
         later = dockerfile.deleted_later(stage, ins, path, lines, wd)
         if later is None:
@@ -330,7 +331,7 @@ def _docker_merge(stage, stages, ins, lines):
         bodies = {j for i in span for j in range(i.start - 1, i.end)}
         moved = [lines[j] for j in range(ins.end, later.end) if j not in bodies and lines[j].strip()]
         block = lines[ins.above - 1:ins.start - 1]
-        yield Edit(ins.above - 1, later.end, (*moved, *block, *merged), ("GR002",),
+        yield Edit(ins.above - 1, later.end, (*moved, *block, *merged), (DOWNLOAD_IN_LAYER.id,),
                    f"merged the RUNs of lines {ins.start}-{later.start}: {path} is deleted in its own layer",
                    ins.start - 1)
         return
@@ -339,16 +340,16 @@ def _docker_merge(stage, stages, ins, lines):
 def _docker_user(stages, lines):
     last = stages[-1]
     base = _base(last, stages)
-    if dockerfile.user_of(last, stages) is not None or "GR003" in last.start.ignore or NO_BASH.search(base) \
+    if dockerfile.user_of(last, stages) is not None or ROOT_USER.id in last.start.ignore or NO_BASH.search(base) \
             or "$" in base:
         return
     end = last.instructions[-1] if last.instructions else last.start
     what = "non-root user 10001 at the end of the final stage"
     if _appendable(end, lines):
-        e = _append(end, lines, USER_LINES[0], "GR003", what)
-        yield Edit(e.start, e.end, (*e.new, USER_LINES[1]), ("GR003",), what, last.start.start - 1, USER_RISK)
+        e = _append(end, lines, USER_LINES[0], ROOT_USER.id, what)
+        yield Edit(e.start, e.end, (*e.new, USER_LINES[1]), (ROOT_USER.id,), what, last.start.start - 1, USER_RISK)
     else:
-        yield Edit(end.end, end.end, ("RUN " + USER_LINES[0], USER_LINES[1]), ("GR003",), what,
+        yield Edit(end.end, end.end, ("RUN " + USER_LINES[0], USER_LINES[1]), (ROOT_USER.id,), what,
                    last.start.start - 1, USER_RISK)
 
 

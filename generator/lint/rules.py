@@ -1,18 +1,27 @@
-"""The rule table: one row per rule id, with its severity, one-line message and a short doc.
+"""The rules: one entry per rule id, with its severity, one-line message, a short doc and, for the
+rules of our own, an example and the check that finds it.
 
 One vocabulary for both kinds of file: where a smell in an Apptainer definition is the smell a
 hadolint rule finds in a Dockerfile, the definition linter reports it under hadolint's id
 (DL3008 = unpinned apt packages, in either kind of file). Ids of our own: AP = Apptainer
-definitions only, GR = gen-recipe checks hadolint lacks (Dockerfiles, GR001 both kinds).
+definitions only, GR = gen-recipe checks hadolint lacks (Dockerfiles, most in definitions too).
 ShellCheck findings keep their SC ids; hadolint's other DL ids are reported as hadolint says.
+
+A GR rule is one entry below: id, message, doc, example and its `check`. Both linters hand the
+check the same thing (see Step and Image) and `run` runs every check that applies to their kind
+of file; dockerfile.py and definition.py only parse.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from generator.errors import did_you_mean
+from generator.lint import shell
 from generator.lint.model import LintError
+from generator.lint.shell import Command
 
 SEVERITIES = ("error", "warning", "info", "style")
 HADOLINT_WIKI = "https://github.com/hadolint/hadolint/wiki/{id}"
@@ -27,9 +36,12 @@ class Rule:
     doc: str            # what and why, a few sentences
     applies: str        # "docker", "definition" or "both"; "hadolint"/"shellcheck" for theirs
     fix: str = ""       # what --fix does, "" = nothing
+    example: str = ""   # shell (or Dockerfile) text the check reports
+    check: Callable[..., Iterator[Hit]] | None = None   # rules of our own: finds it (takes a Step or an Image)
+    scope: str = "step"                                 # what check takes: "step" or "image"
 
 
-_RULES = (
+_THEIRS = (
     # ---- hadolint ids, also checked by us in definitions ------------------------------------
     Rule("DL3008", "warning", "Pin versions in apt-get install: `apt-get install <package>=<version>`",
          "An unpinned package installs whatever version the mirror has on the day of the build, so two builds "
@@ -96,41 +108,176 @@ _RULES = (
     Rule("SC1090", "warning", "ShellCheck can't follow non-constant source",
          "ShellCheck: `. /.singularity.d/env/10-docker*.sh` is a glob. Add `# shellcheck source=/dev/null` "
          "above it.", "shellcheck"),
-    # ---- our own ----------------------------------------------------------------------------
-    Rule("GR001", "warning", "Download piped into a shell (`curl|wget ... | sh`)",
-         "Runs code nobody reviewed, changes under the same URL, and a failed download still runs a partial "
-         "script. Download to a file, check its checksum, then run it.", "both"),
-    Rule("GR002", "warning", "Downloaded archive is not deleted in the RUN that downloaded it",
-         "A file written in one RUN stays in that RUN's layer: deleting it in a later RUN hides it but the image "
-         "does not shrink; never deleting it keeps it in the image.", "docker",
-         "merges the RUNs from the download to the deletion (only RUNs in between, same flags)"),
-    Rule("GR003", "warning", "The final stage runs as root: add a non-root USER",
-         "Without USER the container's processes run as root (docker, podman). Add a user and `USER uid:gid` at "
-         "the end of the runtime stage. (Apptainer runs as the calling user: not checked in definitions.)",
-         "docker", "appends `RUN useradd --create-home --uid 10001 --user-group app` and `USER 10001:10001` "
-         "(not for scratch/distroless/alpine/busybox bases)"),
-    Rule("GR004", "warning", "Download without a checksum or signature check",
-         "An archive, installer or key fetched with curl/wget (or `ADD <url>`) is trusted as whatever the server "
-         "sends that day: a moved tag, a compromised mirror or a truncated file goes into the image. Check it "
-         "after the download: `echo \"<sha256>  FILE\" | sha256sum -c -` (or `gpg --verify`), "
-         "`ADD --checksum=sha256:<sha256> URL DEST`.", "both"),
-    Rule("GR005", "warning", "Cleanup in a later layer than the one that created the files",
-         "`RUN rm -rf /tmp/*`, `RUN apt-get clean`, `RUN pip cache purge` as a RUN of their own hide the files "
-         "but the earlier layer still holds them: the image does not shrink. Clean up in the RUN that made the "
-         "mess.", "docker"),
-    Rule("GR006", "info", "Build toolchain left in the final image of a single-stage recipe that compiles",
-         "Compilers, build tools and -dev/-devel headers are needed to build, not to run: in a single-stage "
-         "recipe they ship in the image (hundreds of MB, a larger attack surface). Build in a first stage and "
-         "copy the result into a runtime stage, or remove them in the same step.", "both"),
-    Rule("GR007", "warning", "Package signature or TLS checks switched off",
-         "`--allow-unauthenticated`, `--no-gpg-checks`, `--nogpgcheck`, `[trusted=yes]`, `gpgcheck=0`, "
-         "`--force-yes`, `curl -k`, `wget --no-check-certificate`, `pip --trusted-host` install whatever a "
-         "man in the middle serves. Install the repository's key instead.", "both"),
-    Rule("GR008", "warning", "A command substitution decides what runs, is installed or is downloaded",
-         "`RUN $(cat /tmp/py) -m venv`, `apt-get install $(cat pkgs)`, `wget https://x/$(v)` run whatever that "
-         "substitution prints: a value spliced into the script (a build argument, a site setting) becomes a "
-         "command. Write the program, the packages and the URL literally, or quote a variable: `\"$PYTHON\"`.",
-         "both"),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Our own rules: each one entry, its check next to it
+# ---------------------------------------------------------------------------------------------
+# A check reads shell the same way for both kinds of file: a Step (a Dockerfile RUN, or a
+# definition stage's %post script) or the Image (the final stage). It yields (line, message,
+# pragma ids of that command); `applies` says which kinds of file it runs on.
+
+Hit = tuple[int, str, frozenset[str]]
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """Shell run in one build step: a Dockerfile instruction, or a definition stage's %post script."""
+
+    pairs: tuple[tuple[Command, str | None], ...]   # each command with the directory it runs in (None: unknown)
+    line: int | None = None                         # a Dockerfile instruction's first line; None in a script
+    later: tuple[Step, ...] = ()                    # the later steps of the stage (Dockerfile)
+    add: str | None = None                          # the URL of an `ADD URL` without --checksum
+
+    @property
+    def commands(self) -> list[Command]:
+        return [c for c, _ in self.pairs]
+
+
+@dataclass(frozen=True, eq=False)
+class Image:
+    """The final stage: where it starts, its last USER (None: none), and the commands of a single-stage recipe
+    (empty when there are more stages)."""
+
+    line: int
+    user: str | None
+    single: tuple[Command, ...]
+
+
+def _pipe_to_shell(step: Step) -> Iterator[Hit]:
+    for chain in shell.pipelines(step.commands).values():
+        fetch = shell.is_pipe_to_shell(chain)
+        if fetch is not None:
+            yield (step.line or fetch.line, f"`{fetch.program} ... | {chain[-1].program}` runs a download unchecked",
+                   fetch.ignore)
+
+
+PIPE_TO_SHELL = Rule(
+    "GR001", "warning", "Download piped into a shell (`curl|wget ... | sh`)",
+    "Runs code nobody reviewed, changes under the same URL, and a failed download still runs a partial "
+    "script. Download to a file, check its checksum, then run it.", "both",
+    example="curl -fsSL https://example.org/install.sh | sh", check=_pipe_to_shell)
+
+
+def _download_in_layer(step: Step) -> Iterator[Hit]:
+    for k, (c, cwd) in enumerate(step.pairs):
+        path = shell.downloaded(c, cwd)
+        if not path or shell.deleted(path, step.pairs[k + 1:]):
+            continue
+        later = next((s for s in step.later if shell.deleted(path, s.pairs)), None)
+        where = f"deleted only by the RUN on line {later.line}" if later else "never deleted"
+        yield step.line, f"{path} is downloaded here and {where}: it stays in this layer", c.ignore
+
+
+DOWNLOAD_IN_LAYER = Rule(
+    "GR002", "warning", "Downloaded archive is not deleted in the RUN that downloaded it",
+    "A file written in one RUN stays in that RUN's layer: deleting it in a later RUN hides it but the image "
+    "does not shrink; never deleting it keeps it in the image.", "docker",
+    "merges the RUNs from the download to the deletion (only RUNs in between, same flags)",
+    example="RUN wget -q https://example.org/tool.tar.gz && tar xf tool.tar.gz", check=_download_in_layer)
+
+
+def _root_user(image: Image) -> Iterator[Hit]:
+    if image.user is None:
+        yield image.line, "the final stage sets no USER: its processes run as root", frozenset()
+
+
+ROOT_USER = Rule(
+    "GR003", "warning", "The final stage runs as root: add a non-root USER",
+    "Without USER the container's processes run as root (docker, podman). Add a user and `USER uid:gid` at "
+    "the end of the runtime stage. (Apptainer runs as the calling user: not checked in definitions.)",
+    "docker", "appends `RUN useradd --create-home --uid 10001 --user-group app` and `USER 10001:10001` "
+    "(not for scratch/distroless/alpine/busybox bases)",
+    example="FROM debian:12", check=_root_user, scope="image")
+
+
+def _unverified(step: Step) -> Iterator[Hit]:
+    commands = step.commands
+    piped = [f for chain in shell.pipelines(commands).values() if (f := shell.is_pipe_to_shell(chain))]
+    for k, c in enumerate(commands):
+        url = shell.fetched_url(c)
+        if url and c not in piped and not any(shell.verifies(d) for d in commands[k + 1:]) \
+                and not any(shell.verifies(d) for later in step.later for d in later.commands):
+            yield c.line, f"{url} is downloaded without a checksum or signature check", c.ignore
+    if step.add:
+        yield step.line, f"`ADD {step.add}` without --checksum=sha256:...", frozenset()
+
+
+UNVERIFIED = Rule(
+    "GR004", "warning", "Download without a checksum or signature check",
+    "An archive, installer or key fetched with curl/wget (or `ADD <url>`) is trusted as whatever the server "
+    "sends that day: a moved tag, a compromised mirror or a truncated file goes into the image. Check it "
+    "after the download: `echo \"<sha256>  FILE\" | sha256sum -c -` (or `gpg --verify`), "
+    "`ADD --checksum=sha256:<sha256> URL DEST`.", "both",
+    example="wget -q https://example.org/tool-1.0.tar.gz", check=_unverified)
+
+
+def _late_cleanup(step: Step) -> Iterator[Hit]:
+    cleaned = [shell.cleans(c) for c in step.commands]
+    if cleaned and all(cleaned):
+        yield (step.line, f"`{'; '.join(cleaned)}` in a RUN of its own: the files stay in the earlier layer that "
+                          f"created them", frozenset())
+
+
+LATE_CLEANUP = Rule(
+    "GR005", "warning", "Cleanup in a later layer than the one that created the files",
+    "`RUN rm -rf /tmp/*`, `RUN apt-get clean`, `RUN pip cache purge` as a RUN of their own hide the files "
+    "but the earlier layer still holds them: the image does not shrink. Clean up in the RUN that made the "
+    "mess.", "docker",
+    example="RUN apt-get clean && rm -rf /var/lib/apt/lists/* /tmp/*", check=_late_cleanup)
+
+
+def _toolchain_left(image: Image) -> Iterator[Hit]:
+    """Compilers/headers installed, something compiled, nothing uninstalled afterwards (the first such install)."""
+    commands = image.single
+    if not any(shell.builds(c) for c in commands):
+        return
+    for k, c in enumerate(commands):
+        inst = shell.install(c)
+        tools = shell.toolchain(inst) if inst else []
+        if tools and not any(shell.uninstalls(d) for d in commands[k + 1:]):
+            yield (c.line, f"build toolchain ({' '.join(tools[:4])}{' ...' if len(tools) > 4 else ''}) stays in the "
+                           f"final image of a single-stage recipe that compiles", c.ignore)
+            return
+
+
+TOOLCHAIN_LEFT = Rule(
+    "GR006", "info", "Build toolchain left in the final image of a single-stage recipe that compiles",
+    "Compilers, build tools and -dev/-devel headers are needed to build, not to run: in a single-stage "
+    "recipe they ship in the image (hundreds of MB, a larger attack surface). Build in a first stage and "
+    "copy the result into a runtime stage, or remove them in the same step.", "both",
+    example="apt-get install -y gcc make && make -C /src", check=_toolchain_left, scope="image")
+
+
+def _each_command(find: Callable[[Command], str | None], message: str) -> Callable[[Step], Iterator[Hit]]:
+    """A check that reports every command `find` finds something in: `message` with {program} and {found}."""
+    def check(step: Step) -> Iterator[Hit]:
+        for c in step.commands:
+            found = find(c)
+            if found:
+                yield c.line, message.format(program=c.program, found=found), c.ignore
+    return check
+
+
+INSECURE = Rule(
+    "GR007", "warning", "Package signature or TLS checks switched off",
+    "`--allow-unauthenticated`, `--no-gpg-checks`, `--nogpgcheck`, `[trusted=yes]`, `gpgcheck=0`, "
+    "`--force-yes`, `curl -k`, `wget --no-check-certificate`, `pip --trusted-host` install whatever a "
+    "man in the middle serves. Install the repository's key instead.", "both",
+    example="apt-get install -y --allow-unauthenticated vendor-tool=1.0",
+    check=_each_command(shell.insecure, "`{program} ... {found}` turns signature or TLS checks off"))
+
+
+SUBSTITUTED = Rule(
+    "GR008", "warning", "A command substitution decides what runs, is installed or is downloaded",
+    "`RUN $(cat /tmp/py) -m venv`, `apt-get install $(cat pkgs)`, `wget https://x/$(v)` run whatever that "
+    "substitution prints: a value spliced into the script (a build argument, a site setting) becomes a "
+    "command. Write the program, the packages and the URL literally, or quote a variable: `\"$PYTHON\"`.",
+    "both", example="$(echo $PY) -m venv /opt/venv", check=_each_command(shell.substituted, "a command substitution decides {found}"))
+
+
+_APPTAINER = (
     Rule("AP001", "error", "Each stage must start with a `Bootstrap:` header",
          "Apptainer requires `Bootstrap` as the first header keyword of every stage; a definition without one can "
          "only update an existing image.", "definition"),
@@ -180,7 +327,16 @@ _RULES = (
          "some archives are meant to stay.", "definition"),
 )
 
+_RULES = (*_THEIRS, PIPE_TO_SHELL, DOWNLOAD_IN_LAYER, ROOT_USER, UNVERIFIED, LATE_CLEANUP, TOOLCHAIN_LEFT, INSECURE,
+          SUBSTITUTED, *_APPTAINER)
 RULES = {r.id: r for r in _RULES}
+
+
+def run(scope: str, kind: str, context: Step | Image) -> list[tuple[int, str, str, frozenset[str]]]:
+    """(line, rule id, message, pragma ids of that command) from every check of `scope` that applies to `kind`
+    ("docker" or "definition") files."""
+    return [(line, r.id, message, ignore) for r in _RULES if r.check and r.scope == scope and r.applies in (kind, "both")
+            for line, message, ignore in r.check(context)]
 
 
 def rule(rule_id: str) -> Rule:
@@ -189,8 +345,6 @@ def rule(rule_id: str) -> Rule:
 
 def explain(rule_id: str) -> str:
     """The text `gen-recipe lint --explain ID` prints."""
-    from generator.errors import did_you_mean
-
     rid = rule_id.strip().upper()
     upstream = (HADOLINT_WIKI if rid.startswith("DL") else SHELLCHECK_WIKI if rid.startswith("SC") else "")
     r = RULES.get(rid)

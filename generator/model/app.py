@@ -7,25 +7,23 @@ application's distro packages, pinned pip requirements (inline or a requirements
 to copy, build commands, the runtime environment, working directory, command and labels, and
 optionally a `[workload]`: the command the suite measures bare vs container and how it reports its
 metric. It is validated like a site file (types, patterns, did-you-mean; one line naming file and
-key, exit 2) and turned into stages with the same public blocks a Python recipe uses
-(`generator.api`). `docs/apps.md` documents every key.
+key, exit 2); `recipes/_app.py` turns it into stages with the same public API a Python recipe uses
+(`generator.api`), and the suite reads a run's metric with `generator.suite.metric`. `docs/apps.md`
+documents every key. This module imports only the schema engine.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import hpccm
 
 from generator.errors import SiteError
-from generator.model.site import KINDS, Loader, _f, read_file, read_toml
+from generator.model.schema import KINDS, Loader, fact, read_file, read_toml
 
 SCHEMA_VERSION = 1
 Base = Literal["pytorch", "llm", "mpi", "none"]
@@ -39,67 +37,67 @@ PARENTS = ("/", "/opt", "/srv")       # exist in every base image: Docker COPY a
 
 @dataclass(frozen=True, kw_only=True)
 class Build:
-    packages: tuple[str, ...] = _f(("g++",), (), "distro packages the build steps need (not in the runtime image)",
+    packages: tuple[str, ...] = fact(("g++",), (), "distro packages the build steps need (not in the runtime image)",
                                    kind="package")
-    commands: tuple[str, ...] = _f(("make -C /opt/app/src",), (), "shell lines run in the build stage after the "
+    commands: tuple[str, ...] = fact(("make -C /opt/app/src",), (), "shell lines run in the build stage after the "
                                    "files are copied (your own code, like a Dockerfile RUN)", kind="command")
-    keep: tuple[str, ...] = _f(("/opt/app-build",), (), "more paths the commands create that the runtime image keeps",
+    keep: tuple[str, ...] = fact(("/opt/app-build",), (), "more paths the commands create that the runtime image keeps",
                                kind="imgpath")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Python:
-    requirements: tuple[str, ...] = _f(("tqdm==4.67.1",), (), "pinned pip requirements", kind="requirement")
-    requirements_file: str = _f("requirements.txt", "", "a file of pinned requirements, relative to the app file "
+    requirements: tuple[str, ...] = fact(("tqdm==4.67.1",), (), "pinned pip requirements", kind="requirement")
+    requirements_file: str = fact("requirements.txt", "", "a file of pinned requirements, relative to the app file "
                                 "(read at generation: its pins are written into the recipe)", kind="relpath")
-    wheels: tuple[str, ...] = _f(("dist/mypkg-1.0-py3-none-any.whl",), (), "your own wheel files, relative to the "
+    wheels: tuple[str, ...] = fact(("dist/mypkg-1.0-py3-none-any.whl",), (), "your own wheel files, relative to the "
                                  "app file, installed into the image's environment (and the bare twin's)", kind="relpath")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Run:
-    packages: tuple[str, ...] = _f(("libgomp1",), (), "distro packages the application needs at run time", kind="package")
-    env: Mapping[str, str] = _f({"OMP_NUM_THREADS": "1"}, None, "environment of the application", kind="value", keys="env")
-    workdir: str = _f("/opt/app", "", "working directory of the default command", kind="imgpath")
-    command: tuple[str, ...] = _f(("python3", "/opt/app/train.py"), (), "the image's default command "
+    packages: tuple[str, ...] = fact(("libgomp1",), (), "distro packages the application needs at run time", kind="package")
+    env: Mapping[str, str] = fact({"OMP_NUM_THREADS": "1"}, None, "environment of the application", kind="value", keys="env")
+    workdir: str = fact("/opt/app", "", "working directory of the default command", kind="imgpath")
+    command: tuple[str, ...] = fact(("python3", "/opt/app/train.py"), (), "the image's default command "
                                   "(default: the workload's command)", kind="arg")
-    labels: Mapping[str, str] = _f({"org.opencontainers.image.authors": "me@example.org"}, None, "image labels",
+    labels: Mapping[str, str] = fact({"org.opencontainers.image.authors": "me@example.org"}, None, "image labels",
                                    kind="value", keys="key")
 
 
 @dataclass(frozen=True, kw_only=True)
-class Workload:
+class AppWorkload:
     """What the suite measures bare vs container: one run of `command` reports one value of the metric."""
 
-    command: tuple[str, ...] = _f(("python3", "/opt/app/train.py", "--steps", "20"), (), "one measured run, as "
+    command: tuple[str, ...] = fact(("python3", "/opt/app/train.py", "--steps", "20"), (), "one measured run, as "
                                   "run in the image (paths under a [files] destination run from your copy when bare)",
                                   kind="arg")
-    json_key: str = _f("samples_per_s", "", "the metric is this key of the last JSON line on standard output",
+    json_key: str = fact("samples_per_s", "", "the metric is this key of the last JSON line on standard output",
                        kind="key")
-    regex: str = _f("throughput: ([0-9.]+)", "", "... or the first group of the last match of this regular "
+    regex: str = fact("throughput: ([0-9.]+)", "", "... or the first group of the last match of this regular "
                     "expression in standard output", kind="text")
-    unit: str = _f("samples/s", "", "the metric's unit", kind="unit")
-    better: Better = _f("higher", "higher", "higher: a throughput; lower: a time")
-    tolerance: float | None = _f(0.10, None, "allowed container slowdown as a fraction (pytest --tolerance "
+    unit: str = fact("samples/s", "", "the metric's unit", kind="unit")
+    better: Better = fact("higher", "higher", "higher: a throughput; lower: a time")
+    tolerance: float | None = fact(0.10, None, "allowed container slowdown as a fraction (pytest --tolerance "
                                  "overrides it; without either the suite measures but gives no verdict)")
-    faster: float = _f(0.5, 0.5, "how much faster the container may be before the verdict says the two sides "
+    faster: float = fact(0.5, 0.5, "how much faster the container may be before the verdict says the two sides "
                        "cannot be running the same thing")
-    timeout: int = _f(600, 600, "seconds one run may take")
+    timeout: int = fact(600, 600, "seconds one run may take")
 
 
 @dataclass(frozen=True, kw_only=True)
 class App:
-    schema: int = _f(1, 1)
-    name: str = _f("mytrainer", doc="image name: <name>-<site>", kind="name")
-    description: str = _f("My training script on the site's PyTorch stack", "")
-    base: Base = _f("pytorch", doc="pytorch, llm (pytorch + transformers + the site's ollama), mpi (MPI and fabric "
+    schema: int = fact(1, 1)
+    name: str = fact("mytrainer", doc="image name: <name>-<site>", kind="name")
+    description: str = fact("My training script on the site's PyTorch stack", "")
+    base: Base = fact("pytorch", doc="pytorch, llm (pytorch + transformers + the site's ollama), mpi (MPI and fabric "
                     "only), none")
-    files: Mapping[str, str] = _f({"src": "/opt/app"}, None, "local path (relative to this file) = destination in the "
+    files: Mapping[str, str] = fact({"src": "/opt/app"}, None, "local path (relative to this file) = destination in the "
                                   "image", kind="imgpath", keys="relpath")
-    build: Build = _f({}, None)
-    python: Python = _f({}, None)
-    run: Run = _f({}, None)
-    workload: Workload | None = _f({}, None)
+    build: Build = fact({}, None)
+    python: Python = fact({}, None)
+    run: Run = fact({}, None)
+    workload: AppWorkload | None = fact({}, None)
     path: str = field(default="", compare=False, metadata={"internal": True})
     pins: tuple[str, ...] = field(default=(), metadata={"internal": True})      # requirements + the file's
 
@@ -113,8 +111,9 @@ class App:
         return self.run.command or (self.workload.command if self.workload else ()) or ("/bin/bash",)
 
 
-def parse(text: str, path: str) -> App:
-    """Parse and validate an app file's text (`path`: for messages and relative paths)."""
+def parse(text: str, path: str, reserved: tuple[str, ...] = ()) -> App:
+    """Parse and validate an app file's text (`path`: for messages and relative paths; `reserved`: names
+    it may not take, the built-in recipes')."""
     loader = Loader(path)
     raw = read_toml(text, path, "app file")
     app = loader.table(App, raw, "")
@@ -123,19 +122,17 @@ def parse(text: str, path: str) -> App:
     if app.workload is not None and "workload" not in raw:
         app = dataclasses.replace(app, workload=None)
     app = dataclasses.replace(app, path=path)
-    return dataclasses.replace(app, pins=_check(app, loader.fail))
+    return dataclasses.replace(app, pins=_check(app, loader.fail, reserved))
 
 
-def load(path: str | Path) -> App:
+def load(path: str | Path, reserved: tuple[str, ...] = ()) -> App:
     path = Path(path)
-    return parse(read_file(path, "app file"), str(path))
+    return parse(read_file(path, "app file"), str(path), reserved)
 
 
-def _check(app: App, fail) -> tuple[str, ...]:
+def _check(app: App, fail, reserved: tuple[str, ...]) -> tuple[str, ...]:
     """Cross-field checks; returns the pins (inline + the requirements file's)."""
-    from generator.recipe.catalog import names as builtin_recipes
-
-    if app.name in builtin_recipes():
+    if app.name in reserved:
         fail("name", f"'{app.name}' is a built-in recipe's name", f"choose another, e.g. name = \"my{app.name}\"")
     dests: list[str] = []
     for src, dest in app.files.items():
@@ -143,10 +140,10 @@ def _check(app: App, fail) -> tuple[str, ...]:
         problem = local_problem(app.folder, src, "the app's folder", "give a path relative to the app file")
         if problem:
             fail(key, *problem)
-        _check_dest(dest, key, fail)
+        check_dest(dest, key, fail)
         dests.append(dest)
     for i, dest in enumerate(app.build.keep):
-        _check_dest(dest, f"build.keep[{i}]", fail, parent_exists=False)
+        check_dest(dest, f"build.keep[{i}]", fail, parent_exists=False)
         dests.append(dest)
     for i, a in enumerate(dests):
         for b in dests[i + 1:]:
@@ -175,7 +172,7 @@ def _check(app: App, fail) -> tuple[str, ...]:
             fail("python", f"{names[name]} and {pin} pin the same package", "keep one")
         names[name] = pin
     if app.workload is not None:
-        _check_workload(app.workload, fail)
+        check_workload(app.workload, fail)
     return tuple(dict.fromkeys(pins))
 
 
@@ -192,7 +189,7 @@ def local_problem(folder: Path, rel: str, label: str, missing_hint: str) -> tupl
     return None
 
 
-def _check_dest(dest: str, key: str, fail, parent_exists: bool = True) -> None:
+def check_dest(dest: str, key: str, fail, parent_exists: bool = True) -> None:
     parts = dest.split("/")
     if any(p in (".", "..") for p in parts):
         fail(key, f"{dest} has a '.' or '..' component", "write the destination without them, e.g. /opt/app")
@@ -203,7 +200,7 @@ def _check_dest(dest: str, key: str, fail, parent_exists: bool = True) -> None:
         fail(key, f"the parent of {dest} is not /, /opt or /srv", "copy a folder to e.g. /opt/app and put files in it")
 
 
-def _check_workload(w: Workload, fail) -> None:
+def check_workload(w: AppWorkload, fail) -> None:
     if not w.command:
         fail("workload.command", "missing: the command one measured run executes",
              'write e.g. command = ["python3", "/opt/app/train.py", "--steps", "20"]')
@@ -248,70 +245,3 @@ def requirements_file(path: Path, fail) -> list[str]:
                             "write name==version, e.g. numpy==2.1.3")
         pins.append(spaced)
     return pins
-
-
-# -- the metric of one run --------------------------------------------------------------------------
-
-def metric(w: Workload, output: str) -> float | None:
-    """The value one run reported in its standard output, or None."""
-    if w.json_key:
-        for line in reversed(output.splitlines()):
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            try:
-                value = json.loads(line).get(w.json_key)
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                return float(value)
-        return None
-    found = re.findall(w.regex, output)
-    if not found:
-        return None
-    last = found[-1]
-    try:
-        value = float(last[0] if isinstance(last, tuple) else last)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def expected(w: Workload) -> str:
-    """What a run must print, for messages."""
-    return (f'a JSON line with key "{w.json_key}" on standard output, e.g. {{"{w.json_key}": 123.4}}' if w.json_key
-            else f"a line matching {w.regex!r} on standard output")
-
-
-# -- the stages ------------------------------------------------------------------------------------
-
-def python_spec(app: App, site):
-    """The image's (and the bare twin's) Python environment; None when the app has none."""
-    from generator import api
-
-    p = api.plan(site)
-    if app.base in ("pytorch", "llm"):
-        extra = api.llm_requirements(site) if app.base == "llm" else []
-        return api.python_spec(site, p, extra, app=app.pins, app_wheels=app.python.wheels)
-    if app.pins or app.python.wheels:
-        return api.python_spec(site, p, torch=False, mpi4py=app.base == "mpi", app=app.pins, app_wheels=app.python.wheels)
-    return None
-
-
-def stages(app: App, site) -> list[hpccm.Stage]:
-    """The app's two stages for `site`: the site's stack (per `base`), then the application."""
-    from generator import api
-
-    p = api.plan(site)
-    spec = python_spec(app, site)
-    keep = [*api.comm_stack(site, p)] if app.base != "none" else []
-    if spec is not None:
-        keep.append(api.python_env(site, spec))
-    if app.base == "llm":
-        keep += api.llm_engine(site)
-    if app.files or app.build.commands:
-        keep.append(api.app_files(app.files, commands=app.build.commands, keep=app.build.keep))
-    return api.two_stage(site, app.name, p, keep=keep, build_packages=app.build.packages,
-                         runtime_packages=app.run.packages, command=app.command, env=app.run.env,
-                         workdir=app.run.workdir, labels=app.run.labels,
-                         distro_mpi4py=bool(spec and spec.system_site_packages))

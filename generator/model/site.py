@@ -3,10 +3,10 @@
 `load(name_or_path)` is the only entry point. Every problem is reported as a `SiteError`
 naming the file, the dotted key and a fix; nothing here prints or exits.
 
-The schema is the dataclasses below: each field's type decides how it is checked
-(`Literal` = one of a fixed set, `Version` = a dotted version string, tuples = arrays,
-nested dataclasses = tables). Field metadata carries an example used in error hints and in
-the `new-site` template.
+The site schema is the dataclasses below, checked by the schema engine (`generator.model.schema`):
+each field's type decides how it is checked, and `fact(...)` metadata carries an example used in
+error hints and in the `new-site` template. Cross-field rules (combinations that cannot work) are
+`_check`.
 """
 
 from __future__ import annotations
@@ -15,17 +15,19 @@ import dataclasses
 import math
 import re
 import sys
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Literal, Optional
 
 from workloads.registry import TOLERANCE_KEYS
 
 from generator.errors import UNPRINTABLE, SiteError, UsageError, did_you_mean
+from generator.model import providers, runtimes
+from generator.model.schema import (KINDS, Loader, Version, fact, is_optional, read_file, read_toml, shown,
+                                    tomllib)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,63 +37,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 SCHEMA_VERSION = 1
 
 
-class Version(str):
-    """A version string such as 4.1.0, 2021.9, 1.15.2.0 or 4.1.4-3+b1 (distro package)."""
-
-    PATTERN = re.compile(r"^\d+(\.\d+){0,3}([-+~][0-9A-Za-z.+~-]+)?$")
-
-    @property
-    def parts(self) -> tuple[int, ...]:
-        return tuple(int(p) for p in re.split(r"[-+~]", self, maxsplit=1)[0].split("."))
-
-    def series(self, n: int = 2) -> str:
-        """The first n numeric components: Version('8.1.31').series() == '8.1'."""
-        return ".".join(str(p) for p in self.parts[:n])
-
-
 # What a string value may look like, by kind: every value that reaches a shell, a Dockerfile line or
 # a file name is one of these (checked at load; the sinks quote as well). `$NAME`/`${NAME}` host-variable
 # references are allowed where scripts expand them (paths, binds); shell metacharacters never are.
-KINDS: Mapping[str, tuple[re.Pattern, str]] = {k: (re.compile(v[0]), v[1]) for k, v in {
-    "text": (r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{0,2000}", "printable text without control characters"),
-    "name": (r"[a-z0-9][a-z0-9_-]{0,63}", "lower-case letters, digits, '-' and '_' (at most 64)"),
-    "word": (r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}", "letters, digits, '.', '_', '+' and '-'"),
-    "module": (r"[A-Za-z0-9][A-Za-z0-9._+/@:-]{0,127}", "a module name such as cray-mpich-abi/8.1.31"),
-    "path": (r"[A-Za-z0-9_./*${}@+-][A-Za-z0-9_./*${}@+:=,-]{0,1023}",
-             "a path (letters, digits, / . _ - + @ *, $VAR references)"),
-    "relpath": (r"[A-Za-z0-9_][A-Za-z0-9_./+-]{0,255}", "a relative path of letters, digits, / . _ - +"),
-    "url": (r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?", "an http(s) URL without credentials"),
-    "image": (r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}", "an image reference such as rocm/dev-ubuntu-22.04:6.2.4"),
-    "env": (r"[A-Za-z_][A-Za-z0-9_]{0,127}", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
-    "key": (r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", "letters, digits, '.', '_' and '-'"),
-    "package": (r"[a-z0-9][a-z0-9.+-]{0,127}", "a distribution package name"),
-    "pin": (r"[A-Za-z0-9][A-Za-z0-9.+:~-]{0,127}", "a package version such as 4.1.4-3+b1"),
-    "user": (r"[a-z_][a-z0-9_-]{0,31}", "a user name (lower-case, at most 32)"),
-    "tag": (r"[A-Za-z0-9_-]{1,64}", "a source tag such as F1"),
-    "field": (r"[a-z_][a-z0-9_]{0,63}", "a key of this table"),
-    # app files (generator/model/app.py)
-    "requirement": (r"[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?(\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\])?"
-                    r"==[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}", "a pinned pip requirement such as numpy==2.1.3"),
-    "command": (r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,4000}", "one line of shell (no control characters)"),
-    "arg": (r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,1000}", "a command-line word without control characters"),
-    "imgpath": (r"(/[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,127}){1,16}", "an absolute path in the image such as /opt/app"),
-    "value": (r"[A-Za-z0-9_./:,=@%+ -]{0,1024}", "letters, digits, spaces and _ . / : , = @ % + - (no quotes, no $)"),
-    "unit": (r"[A-Za-z0-9/%._ -]{1,32}", "a unit such as samples/s"),
-    "option": (r"--[a-z][a-z0-9-]{0,63}(=[A-Za-z0-9_.,:/+=-]{1,512})?", "a long option such as --network=disable_rdzv_get"),
-}.items()}
-MAX_BYTES = 1 << 20          # a site file is a page of facts, not a megabyte
-MAX_INT = 1 << 20
-
-
-def _f(example, default=dataclasses.MISSING, doc: str = "", kind: str = "text", keys: str = "key"):
-    """A field with an example (for hints and the template), a one-line doc and the kind of its strings
-    (for mappings: `keys` is the kind of their keys, `kind` that of their values)."""
-    meta = {"example": example, "doc": doc, "kind": kind, "keys": keys}
-    if default is dataclasses.MISSING:
-        return field(metadata=meta)
-    if isinstance(default, (list, dict)):
-        raise TypeError("use tuples / None for mutable defaults")
-    return field(default=default, metadata=meta)
 
 
 Arch = Literal["x86_64", "aarch64", "ppc64le"]
@@ -103,9 +51,8 @@ GpuStack = Literal["rocm", "cuda", "none"]
 MpiFlavour = Literal["cray-mpich", "mpich", "intel-mpi", "openmpi", "none"]
 MpiAbi = Literal["mpich", "openmpi", "none"]
 Fabric = Literal["slingshot", "omnipath", "infiniband", "ethernet"]
-Provider = Literal["cxi", "psm2", "opx", "verbs", "ucx", "tcp"]
-RuntimeName = Literal["apptainer", "singularity", "charliecloud", "udocker", "podman-hpc",
-                      "sarus", "ce", "docker", "podman"]
+Provider = Literal[providers.NAMES]                 # the fabric provider registry's entries
+RuntimeName = Literal[runtimes.NAMES]               # the runtime registry's entries
 MpiMode = Literal["bind", "hybrid"]
 Distro = Literal["ubuntu", "debian", "rockylinux"]
 MpiSource = Literal["source", "distro", "vendor"]
@@ -114,12 +61,7 @@ Pmi = Literal["pmi2", "pmix", "none"]
 # Facts that decide which combinations can work at all.
 ABI_OF_FLAVOUR: Mapping[str, str] = {"cray-mpich": "mpich", "mpich": "mpich", "intel-mpi": "mpich",
                                      "openmpi": "openmpi", "none": "none"}
-PROVIDERS_OF_FABRIC: Mapping[str, tuple[str, ...]] = {
-    "slingshot": ("cxi", "tcp"),
-    "omnipath": ("psm2", "opx", "tcp"),
-    "infiniband": ("ucx", "verbs", "tcp"),
-    "ethernet": ("tcp",),
-}
+PROVIDERS_OF_FABRIC: Mapping[str, tuple[str, ...]] = {f: providers.on_fabric(f) for f in typing.get_args(Fabric)}
 STACK_OF_VENDOR: Mapping[str, tuple[str, ...]] = {"amd": ("rocm",), "nvidia": ("cuda",),
                                                   "intel": ("none",), "none": ("none",)}
 FABRICS_OF_FLAVOUR: Mapping[str, tuple[str, ...]] = {"cray-mpich": ("slingshot",)}
@@ -142,112 +84,112 @@ MPI_VERSION_PARTS: Mapping[str, tuple[int, str]] = {"openmpi": (3, "4.1.4"), "mp
 class Facts:
     """Common to every fact table: which public documents the facts came from."""
 
-    sources: tuple[str, ...] = _f(("F1",), (), "tags from [sources] backing the facts of this table", kind="tag")
-    unverified: tuple[str, ...] = _f(("os_version",), (), "keys of this table not confirmed by a public document", kind="field")
+    sources: tuple[str, ...] = fact(("F1",), (), "tags from [sources] backing the facts of this table", kind="tag")
+    unverified: tuple[str, ...] = fact(("os_version",), (), "keys of this table not confirmed by a public document", kind="field")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Host(Facts):
-    os: str = _f("sles", doc="host operating system", kind="word")
-    os_version: str = _f("15.4", doc="host operating system version", kind="word")
-    arch: Arch = _f("x86_64", "x86_64")
-    cpu: str = _f("AMD EPYC 7A53 (64 cores)", "", "CPU model per node")
-    cores_per_node: int = _f(64, 0)
-    scheduler: Scheduler = _f("slurm")
-    launcher: Launcher = _f("srun")
-    partition: str = _f("batch", "", "partition (queue) for jobs: launch scripts' and the suite's default", kind="word")
-    needs_account: bool = _f(True, False, "the scheduler refuses jobs without an account (--account / -A)")
-    internet: Internet = _f("no", "unknown", "can compute nodes reach the internet")
-    proxy: str = _f("http://proxy.example.org:3128/", "", "HTTP(S) proxy for compute nodes", kind="url")
-    modules: tuple[str, ...] = _f(("PrgEnv-gnu",), (), "modules loaded for bare and container runs alike", kind="module")
-    rank_binding: tuple[str, ...] = _f(("--cpus-per-task=7", "--gpus-per-task=1", "--gpu-bind=closest"), (),
+    os: str = fact("sles", doc="host operating system", kind="word")
+    os_version: str = fact("15.4", doc="host operating system version", kind="word")
+    arch: Arch = fact("x86_64", "x86_64")
+    cpu: str = fact("AMD EPYC 7A53 (64 cores)", "", "CPU model per node")
+    cores_per_node: int = fact(64, 0)
+    scheduler: Scheduler = fact("slurm")
+    launcher: Launcher = fact("srun")
+    partition: str = fact("batch", "", "partition (queue) for jobs: launch scripts' and the suite's default", kind="word")
+    needs_account: bool = fact(True, False, "the scheduler refuses jobs without an account (--account / -A)")
+    internet: Internet = fact("no", "unknown", "can compute nodes reach the internet")
+    proxy: str = fact("http://proxy.example.org:3128/", "", "HTTP(S) proxy for compute nodes", kind="url")
+    modules: tuple[str, ...] = fact(("PrgEnv-gnu",), (), "modules loaded for bare and container runs alike", kind="module")
+    rank_binding: tuple[str, ...] = fact(("--cpus-per-task=7", "--gpus-per-task=1", "--gpu-bind=closest"), (),
                                        "srun options of the site's one-rank-per-GPU examples (cores, GPU binding); "
                                        "they replace --gpus-per-node on the srun line", kind="option")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Gpu(Facts):
-    vendor: GpuVendor = _f("amd", "none")
-    model: str = _f("MI250X", "")
-    count_per_node: int = _f(8, 0, "GPUs (GCDs) per node as the scheduler counts them")
-    arch: str = _f("gfx90a", "", "offload target: gfx90a, sm_80, ...", kind="word")
-    stack: GpuStack = _f("rocm", "none")
-    version: Optional[Version] = _f("6.2.4", None, "ROCm or CUDA version used on the host")
-    driver: str = _f("580.105.08", "", "GPU driver version", kind="word")
+    vendor: GpuVendor = fact("amd", "none")
+    model: str = fact("MI250X", "")
+    count_per_node: int = fact(8, 0, "GPUs (GCDs) per node as the scheduler counts them")
+    arch: str = fact("gfx90a", "", "offload target: gfx90a, sm_80, ...", kind="word")
+    stack: GpuStack = fact("rocm", "none")
+    version: Optional[Version] = fact("6.2.4", None, "ROCm or CUDA version used on the host")
+    driver: str = fact("580.105.08", "", "GPU driver version", kind="word")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Mpi(Facts):
-    flavour: MpiFlavour = _f("cray-mpich")
-    version: Optional[Version] = _f("8.1.31", None, "exact host MPI version")
-    abi: Optional[MpiAbi] = _f("mpich", None, "ABI family; derived from the flavour when left out")
-    install_path: str = _f("/opt/cray/pe/mpich/8.1.31", "", "host MPI install prefix", kind="path")
-    gpu_aware: bool = _f(True, False)
-    pmi: Pmi = _f("pmi2", "none", "PMI the launcher speaks to the MPI (srun --mpi=...)")
-    modules: tuple[str, ...] = _f(("cray-mpich-abi/8.1.31",), (), "modules that provide the host MPI", kind="module")
+    flavour: MpiFlavour = fact("cray-mpich")
+    version: Optional[Version] = fact("8.1.31", None, "exact host MPI version")
+    abi: Optional[MpiAbi] = fact("mpich", None, "ABI family; derived from the flavour when left out")
+    install_path: str = fact("/opt/cray/pe/mpich/8.1.31", "", "host MPI install prefix", kind="path")
+    gpu_aware: bool = fact(True, False)
+    pmi: Pmi = fact("pmi2", "none", "PMI the launcher speaks to the MPI (srun --mpi=...)")
+    modules: tuple[str, ...] = fact(("cray-mpich-abi/8.1.31",), (), "modules that provide the host MPI", kind="module")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Collectives(Facts):
     """NCCL/RCCL over the fabric: who brings the network plugin, and the settings the site recommends."""
 
-    plugin: Literal["image", "hook"] = _f("image", "image", "the network plugin of GPU collectives: the image's "
+    plugin: Literal["image", "hook"] = fact("image", "image", "the network plugin of GPU collectives: the image's "
                                           "aws-ofi build (NCCL_NET_PLUGIN points at it) or a runtime hook's")
-    env: Mapping[str, str] = _f({"NCCL_SOCKET_IFNAME": "hsn0,hsn1,hsn2,hsn3"}, None, "environment of every run, "
+    env: Mapping[str, str] = fact({"NCCL_SOCKET_IFNAME": "hsn0,hsn1,hsn2,hsn3"}, None, "environment of every run, "
                                 "bare and container alike (NCCL_*, FI_CXI_*)", kind="value", keys="env")
-    sbatch: tuple[str, ...] = _f(("--network=disable_rdzv_get",), (), "scheduler options those settings need",
+    sbatch: tuple[str, ...] = fact(("--network=disable_rdzv_get",), (), "scheduler options those settings need",
                                  kind="option")
 
 
 @dataclass(frozen=True, kw_only=True)
 class FabricFacts(Facts):
-    kind: Fabric = _f("slingshot")
-    provider: Provider = _f("cxi")
-    libfabric_version: Optional[Version] = _f("1.15.2.0", None, "host libfabric version")
-    libfabric_path: str = _f("/opt/cray/libfabric/1.15.2.0", "", "host libfabric prefix", kind="path")
-    ucx_version: Optional[Version] = _f("1.15.0", None, "host UCX version")
-    devices: tuple[str, ...] = _f(("/dev/cxi*",), (), "device files the fabric needs in the container", kind="path")
-    collectives: Collectives = _f({}, None)
+    kind: Fabric = fact("slingshot")
+    provider: Provider = fact("cxi")
+    libfabric_version: Optional[Version] = fact("1.15.2.0", None, "host libfabric version")
+    libfabric_path: str = fact("/opt/cray/libfabric/1.15.2.0", "", "host libfabric prefix", kind="path")
+    ucx_version: Optional[Version] = fact("1.15.0", None, "host UCX version")
+    devices: tuple[str, ...] = fact(("/dev/cxi*",), (), "device files the fabric needs in the container", kind="path")
+    collectives: Collectives = fact({}, None)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Runtime(Facts):
-    name: RuntimeName = _f("apptainer")
-    version: Version = _f("1.3.6")
-    modules: tuple[str, ...] = _f(("apptainer",), (), "modules this runtime needs in every mode", kind="module")
-    bind_modules: tuple[str, ...] = _f(("olcf-container-tools", "apptainer-enable-mpi"), (),
+    name: RuntimeName = fact("apptainer")
+    version: Version = fact("1.3.6")
+    modules: tuple[str, ...] = fact(("apptainer",), (), "modules this runtime needs in every mode", kind="module")
+    bind_modules: tuple[str, ...] = fact(("olcf-container-tools", "apptainer-enable-mpi"), (),
                                        "modules that mount the host MPI in: bind mode only", kind="module")
-    mpi_modes: tuple[MpiMode, ...] = _f(("bind", "hybrid"), ("hybrid",), "MPI modes this runtime supports here")
+    mpi_modes: tuple[MpiMode, ...] = fact(("bind", "hybrid"), ("hybrid",), "MPI modes this runtime supports here")
 
 
 @dataclass(frozen=True, kw_only=True)
 class BindMode(Facts):
-    paths: tuple[str, ...] = _f(("/opt/cray", "/var/spool/slurmd"), (), "host paths mounted in bind mode", kind="path")
-    libraries: tuple[str, ...] = _f(("/usr/lib64/libcxi.so.1",), (), "single host libraries injected", kind="path")
-    env: Mapping[str, str] = _f({"LD_LIBRARY_PATH": "/opt/cray/pe/lib64"}, None, "environment set in bind mode", kind="text", keys="env")
+    paths: tuple[str, ...] = fact(("/opt/cray", "/var/spool/slurmd"), (), "host paths mounted in bind mode", kind="path")
+    libraries: tuple[str, ...] = fact(("/usr/lib64/libcxi.so.1",), (), "single host libraries injected", kind="path")
+    env: Mapping[str, str] = fact({"LD_LIBRARY_PATH": "/opt/cray/pe/lib64"}, None, "environment set in bind mode", kind="text", keys="env")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Container(Facts):
-    runtime: RuntimeName = _f("apptainer", doc="default runtime (one of [[runtimes]])")
-    mpi_mode: MpiMode = _f("bind", "hybrid", "bind = host MPI mounted in; hybrid = container MPI matching the host")
-    image_from: Literal["registry", "file"] = _f("file", "registry", "how images reach the compute nodes: pulled "
+    runtime: RuntimeName = fact("apptainer", doc="default runtime (one of [[runtimes]])")
+    mpi_mode: MpiMode = fact("bind", "hybrid", "bind = host MPI mounted in; hybrid = container MPI matching the host")
+    image_from: Literal["registry", "file"] = fact("file", "registry", "how images reach the compute nodes: pulled "
                                                  "from a registry, or a file copied in (air-gapped sites: gen-recipe "
                                                  "build --export), checked against its .sha256 when the job starts")
-    binds: tuple[str, ...] = _f(("/lustre/orion",), (), "paths mounted in every run (src[:dst])", kind="path")
-    env: Mapping[str, str] = _f({"OMP_NUM_THREADS": "7"}, None, "environment of every container run", kind="text", keys="env")
-    annotations: Mapping[str, str] = _f({"com.hooks.cxi.enabled": "true"}, None,
+    binds: tuple[str, ...] = fact(("/lustre/orion",), (), "paths mounted in every run (src[:dst])", kind="path")
+    env: Mapping[str, str] = fact({"OMP_NUM_THREADS": "7"}, None, "environment of every container run", kind="text", keys="env")
+    annotations: Mapping[str, str] = fact({"com.hooks.cxi.enabled": "true"}, None,
                                         "runtime annotations (CSCS container engine hooks in the EDF)", kind="text", keys="key")
-    bind: BindMode = _f({}, None)
+    bind: BindMode = fact({}, None)
 
 
 @dataclass(frozen=True, kw_only=True)
 class BaseImages:
-    devel: str = _f("rocm/dev-ubuntu-22.04:6.2.4", doc="image the build stage starts from", kind="image")
-    runtime: str = _f("rocm/dev-ubuntu-22.04:6.2.4", doc="image the runtime stage starts from", kind="image")
-    distro: Distro = _f("ubuntu")
-    distro_version: Version = _f("22.04")
-    bootstrap: Literal["docker", "localimage", "oras", "library"] = _f("docker", "docker",
+    devel: str = fact("rocm/dev-ubuntu-22.04:6.2.4", doc="image the build stage starts from", kind="image")
+    runtime: str = fact("rocm/dev-ubuntu-22.04:6.2.4", doc="image the runtime stage starts from", kind="image")
+    distro: Distro = fact("ubuntu")
+    distro_version: Version = fact("22.04")
+    bootstrap: Literal["docker", "localimage", "oras", "library"] = fact("docker", "docker",
                                                                         "Apptainer bootstrap agent for these images")
 
 
@@ -255,54 +197,64 @@ class BaseImages:
 class Software(Facts):
     """Versions of what the images carry. Recipes take every version from here."""
 
-    mpi_source: MpiSource = _f("source", "source", "build the container MPI from source, take the distro's or the vendor's")
-    mpi_version: Optional[Version] = _f("3.4.3", None, "container MPI version; derived from the host MPI when left out")
-    libfabric: Optional[Version] = _f("1.22.0", None, "libfabric built into the image")
-    libcxi: str = _f("release/shs-13.0.0", "", "HPE shs-libcxi / cassini-headers / cxi-driver release tag (cxi provider)", kind="module")
-    ucx: Optional[Version] = _f("1.15.0", None, "UCX built into the image (infiniband)")
-    aws_ofi: Optional[Version] = _f("1.14.0", None, "aws-ofi-nccl/rccl plugin (NCCL/RCCL over libfabric)")
-    xpmem: Optional[Version] = _f("2.6.3", None, "XPMEM user library for the container MPICH's shared memory "
+    mpi_source: MpiSource = fact("source", "source", "build the container MPI from source, take the distro's or the vendor's")
+    mpi_version: Optional[Version] = fact("3.4.3", None, "container MPI version; derived from the host MPI when left out")
+    libfabric: Optional[Version] = fact("1.22.0", None, "libfabric built into the image")
+    libcxi: str = fact("release/shs-13.0.0", "", "HPE shs-libcxi / cassini-headers / cxi-driver release tag (cxi provider)", kind="module")
+    ucx: Optional[Version] = fact("1.15.0", None, "UCX built into the image (infiniband)")
+    aws_ofi: Optional[Version] = fact("1.14.0", None, "aws-ofi-nccl/rccl plugin (NCCL/RCCL over libfabric)")
+    xpmem: Optional[Version] = fact("2.6.3", None, "XPMEM user library for the container MPICH's shared memory "
                                   "(the host has the kernel module)")
-    python: str = _f("python3", "python3", "interpreter of the base image", kind="path")
-    torch: Version = _f("2.5.1")
-    torch_index: str = _f("https://download.pytorch.org/whl/rocm6.2", "", "pip index with torch for the GPU stack", kind="url")
-    torch_wheel: str = _f("wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "",
+    python: str = fact("python3", "python3", "interpreter of the base image", kind="path")
+    torch: Version = fact("2.5.1")
+    torch_index: str = fact("https://download.pytorch.org/whl/rocm6.2", "", "pip index with torch for the GPU stack", kind="url")
+    torch_wheel: str = fact("wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "",
                           "torch wheel in the build context, bind-mounted (offline builds)", kind="relpath")
-    mpi4py: Version = _f("4.0.1")
-    transformers: Optional[Version] = _f("4.46.3", None)
-    ollama: Optional[Version] = _f("0.7.0", None)
-    osu: Version = _f("7.5")
-    pip_cert_secret: bool = _f(True, False, "pass the host CA bundle to pip as a build secret (TLS-intercepting proxy)")
-    distro_pins: Mapping[str, str] = _f({"openmpi-bin": "4.1.4-3+b1"}, None, "exact distro package versions", kind="pin", keys="package")
-    user: str = _f("app", "app", "non-root user the runtime stage ends with", kind="user")
+    mpi4py: Version = fact("4.0.1")
+    transformers: Optional[Version] = fact("4.46.3", None)
+    ollama: Optional[Version] = fact("0.7.0", None)
+    osu: Version = fact("7.5")
+    pip_cert_secret: bool = fact(True, False, "pass the host CA bundle to pip as a build secret (TLS-intercepting proxy)")
+    distro_pins: Mapping[str, str] = fact({"openmpi-bin": "4.1.4-3+b1"}, None, "exact distro package versions", kind="pin", keys="package")
+    user: str = fact("app", "app", "non-root user the runtime stage ends with", kind="user")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Tolerance:
     """ReFrame-style performance reference: container/bare ratio within [ref+lower, ref+upper]."""
 
-    reference: float = _f(1.0)
-    lower: float = _f(-0.05)
-    upper: float = _f(0.10)
-    unit: str = _f("ratio", kind="word")
+    reference: float = fact(1.0)
+    lower: float = fact(-0.05)
+    upper: float = fact(0.10)
+    unit: str = fact("ratio", kind="word")
+
+    @classmethod
+    def from_array(cls, raw: list, key: str, fail) -> Tolerance:
+        """The array form `[reference, lower, upper, unit]` of a site file's [tolerances]."""
+        if len(raw) != 4 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                                    and abs(x) <= 100 for x in raw[:3]) \
+                or not isinstance(raw[3], str) or not KINDS["word"][0].fullmatch(raw[3]):
+            fail(key, "expected [reference, lower, upper, unit] with finite numbers",
+                 'write e.g. [1.0, -0.05, 0.10, "ratio"]')
+        return cls(reference=float(raw[0]), lower=float(raw[1]), upper=float(raw[2]), unit=raw[3])
 
 
 @dataclass(frozen=True, kw_only=True)
 class Site:
-    schema: int = _f(1)
-    name: str = _f("mysite", kind="name")
-    description: str = _f("My cluster: 2x EPYC + 4x A100 per node, InfiniBand HDR")
-    aliases: tuple[str, ...] = _f(("mysite-ng",), (), kind="name")
-    host: Host = _f({})
-    gpu: Gpu = _f({})
-    mpi: Mpi = _f({})
-    fabric: FabricFacts = _f({})
-    runtimes: tuple[Runtime, ...] = _f(({},))
-    container: Container = _f({})
-    images: Mapping[str, BaseImages] = _f({"rocm": {}})
-    software: Software = _f({})
-    tolerances: Mapping[str, Tolerance] = _f({"cnn": [1.0, -0.05, 0.1, "ratio"]}, None)
-    sources: Mapping[str, str] = _f({"F1": "Frontier User Guide, https://docs.olcf.ornl.gov/systems/frontier_user_guide.html"},
+    schema: int = fact(1)
+    name: str = fact("mysite", kind="name")
+    description: str = fact("My cluster: 2x EPYC + 4x A100 per node, InfiniBand HDR")
+    aliases: tuple[str, ...] = fact(("mysite-ng",), (), kind="name")
+    host: Host = fact({})
+    gpu: Gpu = fact({})
+    mpi: Mpi = fact({})
+    fabric: FabricFacts = fact({})
+    runtimes: tuple[Runtime, ...] = fact(({},))
+    container: Container = fact({})
+    images: Mapping[str, BaseImages] = fact({"rocm": {}})
+    software: Software = fact({})
+    tolerances: Mapping[str, Tolerance] = fact({"cnn": [1.0, -0.05, 0.1, "ratio"]}, None)
+    sources: Mapping[str, str] = fact({"F1": "Frontier User Guide, https://docs.olcf.ornl.gov/systems/frontier_user_guide.html"},
                                     kind="text", keys="tag")
     path: str = field(default="", compare=False, metadata={"internal": True})
 
@@ -327,162 +279,13 @@ class Site:
 
     @property
     def apptainer(self) -> Runtime | None:
-        """The site's Apptainer or Singularity runtime, if it has one."""
-        return next((r for r in self.runtimes if r.name in ("apptainer", "singularity")), None)
+        """The site's Apptainer or Singularity runtime (the one that runs SIF images), if it has one."""
+        return next((r for r in self.runtimes if runtimes.PLATFORMS[r.name].image == "sif"), None)
 
 
 # ---------------------------------------------------------------------------------------
 # Loading and validation
 # ---------------------------------------------------------------------------------------
-
-def _is_optional(tp) -> tuple[bool, object]:
-    if typing.get_origin(tp) in (Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1 and len(typing.get_args(tp)) == 2:
-            return True, args[0]
-    return False, tp
-
-
-EXAMPLES = {"text": "a description", "name": "mysite", "word": "15.4", "module": "cray-mpich-abi/8.1.31",
-            "path": "/opt/cray", "relpath": "wheels/torch.whl", "url": "https://example.org/simple",
-            "image": "rocm/dev-ubuntu-22.04:6.2.4", "env": "OMP_NUM_THREADS", "key": "com.hooks.cxi.enabled",
-            "package": "openmpi-bin", "pin": "4.1.4-3+b1", "user": "app", "tag": "F1", "field": "os_version",
-            "requirement": "numpy==2.1.3", "command": "make -C /opt/app", "arg": "--steps",
-            "imgpath": "/opt/app", "value": "1", "unit": "samples/s"}
-
-
-def _shown(value, limit: int = 60) -> str:
-    """A value as a message may echo it: one line, escapes visible, at most `limit` characters."""
-    text = ascii(value) if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit - 4] + "...'"
-
-
-def _describe(value) -> str:
-    names = {str: "a string", bool: "a boolean", int: "an integer", float: "a number",
-             list: "an array", dict: "a table"}
-    return f"{names.get(type(value), type(value).__name__)} {_shown(value)}" if not isinstance(value, (list, dict)) \
-        else names[type(value)]
-
-
-def _example(meta) -> str:
-    ex = meta.get("example")
-    if isinstance(ex, str):
-        return f'"{ex}"'
-    if isinstance(ex, bool):
-        return "true" if ex else "false"
-    if isinstance(ex, tuple):
-        return "[" + ", ".join(f'"{x}"' if isinstance(x, str) else "{ ... }" for x in ex) + "]"
-    return repr(ex)
-
-
-class Loader:
-    """Turns a parsed TOML document into dataclasses, or raises SiteError."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def fail(self, key: str, problem: str, hint: str = "") -> typing.NoReturn:
-        raise SiteError(self.path, key, problem, hint)
-
-    def value(self, tp, raw, key: str, meta: Mapping):
-        optional, tp = _is_optional(tp)
-        if raw is None and optional:
-            return None
-        origin = typing.get_origin(tp)
-        if dataclasses.is_dataclass(tp):
-            if tp is Tolerance and isinstance(raw, list):
-                return self.tolerance(raw, key)
-            if not isinstance(raw, dict):
-                self.fail(key, f"expected a table, got {_describe(raw)}", f"write [{key}] with its keys")
-            return self.table(tp, raw, key)
-        if origin is Literal:
-            choices = typing.get_args(tp)
-            if not isinstance(raw, str):
-                self.fail(key, f"expected one of {', '.join(choices)}, got {_describe(raw)}")
-            if raw not in choices:
-                self.fail(key, f"{_shown(raw)} is not one of {', '.join(choices)}", did_you_mean(raw, choices))
-            return raw
-        if tp is Version:
-            if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-                self.fail(key, f"expected a version string, got {_describe(raw)}", f'quote it: {key.rsplit(".", 1)[-1]} = "{raw}"')
-            if not isinstance(raw, str) or len(raw) > 64 or not Version.PATTERN.fullmatch(raw):
-                self.fail(key, f"{_shown(raw)} is not a version", f"write e.g. {_example(meta)}")
-            return Version(raw)
-        if origin is tuple:
-            item_tp = typing.get_args(tp)[0]
-            if not isinstance(raw, list):
-                self.fail(key, f"expected an array, got {_describe(raw)}", f"write e.g. {key.rsplit('.', 1)[-1]} = {_example(meta)}")
-            if len(raw) > 256:
-                self.fail(key, f"{len(raw)} items is too many", "a site lists at most 256")
-            return tuple(self.value(item_tp, item, f"{key}[{i}]", meta) for i, item in enumerate(raw))
-        if origin in (Mapping, dict, typing.get_origin(Mapping[str, str])):
-            val_tp = typing.get_args(tp)[1]
-            if not isinstance(raw, dict):
-                self.fail(key, f"expected a table, got {_describe(raw)}")
-            if len(raw) > 256:
-                self.fail(key, f"{len(raw)} entries is too many", "a site lists at most 256")
-            for k in raw:
-                self.check_string(k, f"{key} key", meta.get("keys", "key"))
-            return types.MappingProxyType({k: self.value(val_tp, v, f"{key}.{k}", meta) for k, v in raw.items()})
-        if tp is bool:
-            if not isinstance(raw, bool):
-                self.fail(key, f"expected true or false, got {_describe(raw)}", "write true or false without quotes")
-            return raw
-        if tp is int:
-            if isinstance(raw, bool) or not isinstance(raw, int):
-                self.fail(key, f"expected an integer, got {_describe(raw)}", "write a whole number without quotes")
-            if not 0 <= raw <= MAX_INT:
-                self.fail(key, f"expected an integer from 0 to {MAX_INT}, got {raw}")
-            return raw
-        if tp is float:
-            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-                self.fail(key, f"expected a number, got {_describe(raw)}", "write a number without quotes")
-            if not math.isfinite(raw) or abs(raw) > MAX_INT:
-                self.fail(key, f"expected a finite number, got {raw}", "write e.g. 0.05")
-            return float(raw)
-        if tp is str:
-            if not isinstance(raw, str):
-                self.fail(key, f"expected a string, got {_describe(raw)}", f'quote it: "{_shown(raw)}"')
-            return self.check_string(raw, key, meta.get("kind", "text"))
-        raise TypeError(f"unsupported schema type {tp!r}")  # pragma: no cover - schema bug
-
-    def check_string(self, raw: str, key: str, kind: str) -> str:
-        pattern, what = KINDS[kind]
-        if not isinstance(raw, str) or not pattern.fullmatch(raw):
-            problem = "contains a control character" if isinstance(raw, str) and UNPRINTABLE.search(raw) else \
-                f"is not {what}" if kind != "text" else "is too long"
-            self.fail(key, f"{_shown(raw)} {problem}", f"write e.g. {_example({'example': EXAMPLES.get(kind, 'x')})}")
-        return raw
-
-    def table(self, cls, raw: Mapping, prefix: str):
-        hints = typing.get_type_hints(cls)
-        fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
-        for k in raw:
-            if k not in fields:
-                self.fail(f"{prefix}.{k}" if prefix else k, "unknown key", did_you_mean(k, fields))
-        kwargs = {}
-        for name, f in fields.items():
-            key = f"{prefix}.{name}" if prefix else name
-            if name in raw:
-                kwargs[name] = self.value(hints[name], raw[name], key, f.metadata)
-            elif f.default is dataclasses.MISSING:
-                if dataclasses.is_dataclass(_is_optional(hints[name])[1]):
-                    kwargs[name] = self.table(hints[name], {}, key)
-                else:
-                    self.fail(key, "missing required key", f"add e.g. {name} = {_example(f.metadata)}")
-            elif f.default is None and typing.get_origin(hints[name]) is Mapping:
-                kwargs[name] = types.MappingProxyType({})
-            elif f.default is None and dataclasses.is_dataclass(_is_optional(hints[name])[1]):
-                kwargs[name] = self.table(_is_optional(hints[name])[1], {}, key)
-        return cls(**kwargs)
-
-    def tolerance(self, raw: list, key: str) -> Tolerance:
-        if len(raw) != 4 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                                    and abs(x) <= 100 for x in raw[:3]) \
-                or not isinstance(raw[3], str) or not KINDS["word"][0].fullmatch(raw[3]):
-            self.fail(key, "expected [reference, lower, upper, unit] with finite numbers",
-                      'write e.g. [1.0, -0.05, 0.10, "ratio"]')
-        return Tolerance(reference=float(raw[0]), lower=float(raw[1]), upper=float(raw[2]), unit=raw[3])
 
 
 def _check(site: Site, fail) -> None:
@@ -579,7 +382,7 @@ def fits(key: str, value) -> bool:
         if part not in fields:
             return True
         meta = fields[part].metadata
-        tp = _is_optional(typing.get_type_hints(cls)[part])[1]
+        tp = is_optional(typing.get_type_hints(cls)[part])[1]
         args = typing.get_args(tp)
         nested = tp if dataclasses.is_dataclass(tp) else next((a for a in args if dataclasses.is_dataclass(a)), None)
         if nested is None:
@@ -588,36 +391,6 @@ def fits(key: str, value) -> bool:
     kind = (meta or {}).get("kind", "text")
     items = value if isinstance(value, (tuple, list)) else (value,)
     return all(not isinstance(v, str) or bool(KINDS[kind][0].fullmatch(v)) for v in items)
-
-
-def read_toml(text: str, path: str, what: str = "site file") -> dict:
-    """The parsed TOML of a site (or app) file; size, depth and syntax problems as one-line SiteErrors."""
-    if len(text) > MAX_BYTES:
-        raise SiteError(path, "", f"{len(text)} characters is too large for a {what}", f"at most {MAX_BYTES}")
-    try:
-        return tomllib.loads(text)
-    except RecursionError:
-        raise SiteError(path, "", "invalid TOML: nested too deeply", f"a {what} nests tables a few levels") from None
-    except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
-        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
-        where = f"line {m.group(1)}, column {m.group(2)}" if m else "syntax"
-        raise SiteError(path, where, "invalid TOML: " + re.sub(r"\s*\(at .*\)$", "", msg),
-                        "fix the TOML syntax") from None
-
-
-def read_file(path: Path, what: str = "site file") -> str:
-    """The text of a site (or app) file; unreadable, too large or not UTF-8 as one-line SiteErrors."""
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise SiteError(str(path), "", f"too large for a {what}", f"at most {MAX_BYTES} bytes")
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SiteError(str(path), "", f"cannot read {what}: {exc.strerror}",
-                        "check the path" + (", or give a site name (gen-recipe --list-sites)" if what == "site file"
-                                            else "")) from None
-    except UnicodeDecodeError:
-        raise SiteError(str(path), "", "not a UTF-8 text file", f"a {what} is TOML text") from None
 
 
 def parse(text: str, path: str) -> Site:
@@ -647,7 +420,7 @@ def load(name_or_path: str) -> Site:
     a '/' or ends in .toml: a file named `frontier` in the current directory does not replace the shipped
     site (say ./frontier for the file)."""
     if len(name_or_path) > 4096 or UNPRINTABLE.search(name_or_path):
-        raise UsageError(f"{_shown(name_or_path)} is not a site name or path")
+        raise UsageError(f"{shown(name_or_path)} is not a site name or path")
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         path = Path(name_or_path)
         return parse(read_file(path), str(path))

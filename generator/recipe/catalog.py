@@ -3,7 +3,7 @@
 `load(spec)` resolves what `--recipe` was given into one `Recipe`:
 
 - a built-in name (`pytorch`, `llm`, `osu`);
-- an app file (`./myapp/app.toml`, `generator.model.app`);
+- an app file (`./myapp/app.toml`: `generator.model.app`, built by `recipes/_app.py`);
 - a Python recipe file (`./myapp/recipe.py`, or `./recipe.py:function`);
 - an importable `module:function` (`mypkg.recipes:gpu_image`).
 
@@ -26,7 +26,11 @@ from pathlib import Path
 from types import ModuleType
 
 import recipes as _recipes_pkg
-from generator.errors import RecipeError, UNPRINTABLE, UsageError, did_you_mean
+from recipes import _app as app_recipe
+
+from generator.errors import UNPRINTABLE, RecipeError, UsageError, did_you_mean
+from generator.model import app as app_model
+from generator.model.schema import KINDS
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class Recipe:
     files: Mapping[str, str] = field(default_factory=dict)    # context path → destination in the image
     env: Mapping[str, str] = field(default_factory=dict)      # the application's environment
     workdir: str = ""                      # its working directory in the image
-    workload: object = None                # generator.model.app.Workload: what the suite measures
+    workload: app_model.AppWorkload | None = None   # what the suite measures
     payload: bool = False                  # the build context carries the workloads package
 
     @property
@@ -103,12 +107,10 @@ def _builtin(name: str) -> Recipe:
 
 
 def _app(spec: str) -> Recipe:
-    from generator.model import app as app_mod
-
-    a = app_mod.load(spec)
+    a = app_model.load(spec, reserved=tuple(names()))
     context = tuple(dict.fromkeys([*a.files, *a.python.wheels]))
     return Recipe(name=a.name, spec=spec, description=a.description or f"application {a.name} ({a.base} stack)",
-                  build=lambda site: app_mod.stages(a, site), python=lambda site: app_mod.python_spec(a, site),
+                  build=lambda site: app_recipe.stages(a, site), python=lambda site: app_recipe.python_spec(a, site),
                   source=a.path, folder=a.folder, context=context, files=dict(a.files), env=dict(a.run.env),
                   workdir=a.run.workdir, workload=a.workload)
 
@@ -149,8 +151,6 @@ def _python_module(spec: str, module_name: str, function: str) -> Recipe:
 
 
 def _from_module(spec: str, module: ModuleType, function: str, source: str, default_name: str) -> Recipe:
-    from generator.model.site import KINDS
-
     build = getattr(module, function, None)
     if not callable(build):
         raise UsageError(f"{source}: defines no function {function}(site) (a recipe's build function)")
@@ -173,18 +173,15 @@ def _from_module(spec: str, module: ModuleType, function: str, source: str, defa
         raise UsageError(f"{source}: ENV must map variable names to values of {KINDS['value'][1]}")
     if not isinstance(workdir, str) or (workdir and not KINDS["imgpath"][0].fullmatch(workdir)):
         raise UsageError(f"{source}: WORKDIR must be an absolute path in the image, e.g. \"/opt/app\"")
-    from generator.model.app import _check_dest
-
     def refuse(key: str, problem: str, hint: str):
         raise UsageError(f"{source}: {key}: {problem} ({hint})")
     for rel, dest in files.items():       # the destinations app files may use, checked alike
-        _check_dest(dest, f"FILES[{rel!r}]", refuse)
+        app_model.check_dest(dest, f"FILES[{rel!r}]", refuse)
     context = tuple(dict.fromkeys([*files, *context]))
     for rel in context:
         check_local(folder, rel, f"{source}: CONTEXT {rel!r}")
     workload = getattr(module, "WORKLOAD", None)
-    from generator.model.app import Workload
-    if workload is not None and not isinstance(workload, Workload):
+    if workload is not None and not isinstance(workload, app_model.AppWorkload):
         raise UsageError(f"{source}: WORKLOAD must be made with generator.api.workload(...)")
     python = getattr(module, "python", None)
     return Recipe(name=name, spec=spec, description=describe(module) or f"recipe {name} ({source})",
@@ -199,13 +196,9 @@ def _no_python(site) -> None:
 
 def check_local(folder: Path, rel: str, where: str) -> Path:
     """A path the build context takes from the user's folder: relative, existing, inside the folder."""
-    from generator.model.site import KINDS
-
-    from generator.model.app import local_problem
-
     if not KINDS["relpath"][0].fullmatch(rel):
         raise UsageError(f"{where}: must be a relative path inside {folder} ({KINDS['relpath'][1]})")
-    problem = local_problem(folder, rel, str(folder), "give a path relative to the recipe file")
+    problem = app_model.local_problem(folder, rel, str(folder), "give a path relative to the recipe file")
     if problem:
         raise UsageError(f"{where}: {problem[0]} ({problem[1]})")
     return folder / rel

@@ -1,7 +1,10 @@
-"""The sha256 of every source tarball and key the generator downloads (generator/checksums.toml).
+"""The sha256 of every source tarball and key the generator downloads (generator/recipe/checksums.toml).
 
     sha256("ucx", "1.15.0") -> "4b20...": the checksum a generated RUN/%post checks with
     `echo "<sha256>  <file>" | sha256sum -c -`. A missing entry is a one-line ChecksumError.
+
+The blocks write each download with its check (generator/recipe/blocks/verify.py), from `for_url`, or
+with the reason `unpublished` gives for having none.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.errors import RecipeError
+from generator.model.providers import FABRIC_PROVIDERS
 from generator.model.site import Site, Version
 
 # Cray MPICH series → the MPICH release an image should build so that its libmpi.so.12
@@ -19,9 +20,8 @@ from generator.model.site import Site, Version
 CRAY_MPICH_TO_MPICH = {"8.1": "3.4.3", "9.0": "4.1.2", "9.1": "4.1.2"}
 CONTAINER_FLAVOUR = {"cray-mpich": "mpich", "mpich": "mpich", "intel-mpi": "intel-mpi", "openmpi": "openmpi",
                      "none": "none"}
-# Fabric provider → libfabric providers to build (libfabric's own tcp/shm/udp come with any build).
-LIBFABRIC_PROVIDERS = {"cxi": ("cxi",), "psm2": ("psm2", "opx"), "opx": ("opx", "psm2"), "verbs": ("verbs",),
-                       "ucx": (), "tcp": ()}
+# Fabric provider → libfabric providers to build (the fabric provider registry's entries).
+LIBFABRIC_PROVIDERS = {p.name: p.libfabric for p in FABRIC_PROVIDERS.values()}
 NET_PLUGIN = {"rocm": "aws-ofi-rccl", "cuda": "aws-ofi-nccl"}
 # Where each GPU stack lives in its base images (what CUDA-aware builds and the plugin build against).
 GPU_HOME = {"rocm": "/opt/rocm", "cuda": "/usr/local/cuda"}
@@ -124,10 +124,35 @@ def plan(site: Site) -> Plan:
     say("base images", f"{base.devel} (build) / {base.runtime} (runtime)",
         f"the site's GPU stack is {site.gpu.stack}" + (f" {site.gpu.version}" if site.gpu.version else ""),
         ("gpu.stack", "gpu.version", f"images.{site.gpu.stack}"))
-
     mpi = _container_mpi(site, say)
-    sw, provider = site.software, site.fabric.provider
+    libfabric, providers, libcxi, psm2 = _libfabric(site, mpi, say)
+    ucx, verbs = _ucx(site, mpi, say)
+    plugin, plugin_version = _net_plugin(site, providers, say)
+    xpmem = _xpmem(site, mpi, say)
+    gpu_memory, mpi_gpu = _gpu_memory(site, mpi, plugin, libcxi, say)
+    _torch(site, say)
+    gpu_home, cuda_home, pmix, mpi4py = _builds(site, mpi, say)
+    rocm_runtime = site.gpu.stack == "rocm" and base.runtime != base.devel
+    if rocm_runtime:
+        say("ROCm runtime", f"the libraries the image's programs load, copied from {base.devel} to {base.runtime}",
+            "AMD publishes no runtime-only ROCm image; the runtime stage starts from the distribution and takes "
+            "only ROCm's runtime libraries (ldd closure and dlopen'ed ROCr), not its compilers and headers",
+            (f"images.{site.gpu.stack}",))
+    mode = site.container.mpi_mode
+    say("MPI mode", mode, "host MPI mounted into the container at run time" if mode == "bind"
+        else "the container's own MPI, matching the host's, launched by the host launcher",
+        ("container.mpi_mode",))
+    sw = site.software
+    return Plan(mpi=mpi, libfabric=libfabric, providers=providers, libcxi=libcxi, psm2=psm2, ucx=ucx,
+                verbs=verbs, net_plugin=plugin, net_plugin_version=plugin_version, xpmem=xpmem, gpu_memory=gpu_memory,
+                mpi_gpu=mpi_gpu, torch_index=sw.torch_index,
+                torch_wheel=sw.torch_wheel, gpu_home=gpu_home, cuda_home=cuda_home, pmix=pmix, mpi4py=mpi4py,
+                rocm_runtime=rocm_runtime, decisions=tuple(decisions))
 
+
+def _libfabric(site: Site, mpi: ContainerMpi, say) -> tuple[Version | None, tuple[str, ...], str, bool]:
+    """libfabric (version, providers) when the container MPI uses it; libcxi and libpsm2 for its providers."""
+    sw, provider = site.software, site.fabric.provider
     providers = LIBFABRIC_PROVIDERS[provider]
     needs_libfabric = mpi.source != "distro" and (
         (mpi.flavour == "mpich") or (bool(providers) and mpi.flavour in ("intel-mpi", "openmpi")))
@@ -149,53 +174,75 @@ def plan(site: Site) -> Plan:
     if psm2:
         say("libpsm2", "from the distribution (libpsm2-2)", "Omni-Path: libfabric's psm2 provider needs libpsm2 "
             "in the image (without it MPI silently falls back to TCP)", ("fabric.kind", "fabric.provider"))
+    return libfabric, providers, libcxi, psm2
 
+
+def _ucx(site: Site, mpi: ContainerMpi, say) -> tuple[Version | None, bool]:
+    """UCX for a source-built Open MPI on InfiniBand; whether the image carries verbs."""
     ucx = None
     verbs = site.fabric.kind == "infiniband" and mpi.source != "distro"
-    if mpi.flavour == "openmpi" and provider in ("ucx", "verbs") and mpi.source != "distro":
-        ucx = _need(site, sw.ucx, "ucx", "Open MPI on InfiniBand uses UCX")
+    if mpi.flavour == "openmpi" and site.fabric.provider in ("ucx", "verbs") and mpi.source != "distro":
+        ucx = _need(site, site.software.ucx, "ucx", "Open MPI on InfiniBand uses UCX")
         say("UCX", f"{ucx} (with verbs)", "Open MPI on InfiniBand reaches the HCA through UCX (pml ucx)",
             ("fabric.kind", "fabric.provider", "software.ucx"))
+    return ucx, verbs
 
-    plugin, plugin_version = "", None
-    if site.gpu.stack != "none" and "cxi" in providers:
-        plugin = NET_PLUGIN[site.gpu.stack]
-        plugin_version = _need(site, sw.aws_ofi, "aws_ofi", f"{plugin} lets {'RCCL' if plugin.endswith('rccl') else 'NCCL'} "
-                               "use libfabric")
-        say("collective network plugin", f"{plugin} {plugin_version}",
-            f"{'RCCL' if site.gpu.stack == 'rocm' else 'NCCL'} reaches Slingshot only through libfabric",
-            ("gpu.stack", "fabric.provider", "software.aws_ofi"))
 
-    xpmem = None
+def _net_plugin(site: Site, providers: tuple[str, ...], say) -> tuple[str, Version | None]:
+    """The NCCL/RCCL network plugin (aws-ofi) when GPU collectives go over Slingshot."""
+    if site.gpu.stack == "none" or "cxi" not in providers:
+        return "", None
+    plugin = NET_PLUGIN[site.gpu.stack]
+    version = _need(site, site.software.aws_ofi, "aws_ofi", f"{plugin} lets {'RCCL' if plugin.endswith('rccl') else 'NCCL'} "
+                    "use libfabric")
+    say("collective network plugin", f"{plugin} {version}",
+        f"{'RCCL' if site.gpu.stack == 'rocm' else 'NCCL'} reaches Slingshot only through libfabric",
+        ("gpu.stack", "fabric.provider", "software.aws_ofi"))
+    return plugin, version
+
+
+def _xpmem(site: Site, mpi: ContainerMpi, say) -> Version | None:
+    """The XPMEM user library, for a container MPICH."""
+    sw = site.software
     if sw.xpmem and mpi.flavour == "mpich":
-        xpmem = sw.xpmem
-        say("XPMEM", f"{xpmem} user library, MPICH --with-xpmem", "MPICH's shared memory within a node goes through "
+        say("XPMEM", f"{sw.xpmem} user library, MPICH --with-xpmem", "MPICH's shared memory within a node goes through "
             "XPMEM (CSCS: MPICH \"must be built with both libfabric and xpmem\")", ("software.xpmem", "mpi.flavour"))
-    elif sw.xpmem:
+        return sw.xpmem
+    if sw.xpmem:
         say("XPMEM", "not built", f"software.xpmem is for a container MPICH; this image carries {mpi.flavour}",
             ("software.xpmem", "mpi.flavour"))
-    gpu_memory, mpi_gpu = "", ""
-    if plugin:      # GPU collectives over Slingshot: the image's libfabric must register GPU memory
-        gpu_memory = site.gpu.stack
-        say("libfabric GPU memory", {"cuda": "--with-cuda --enable-cuda-dlopen", "rocm": "--with-rocr"}[gpu_memory],
-            "NCCL/RCCL and GPU-aware MPI hand GPU buffers to libfabric (the LUMI AI Factory, CSCS and NERSC "
-            "recipes build it so; Spack's libfabric +cuda/+rocm)", ("gpu.stack", "fabric.provider"))
-        if libcxi:
-            say("libcxi GPU support", {"cuda": "--with-cuda", "rocm": "--with-rocm"}[gpu_memory],
-                "as the sites' own Slingshot container recipes build libcxi (CSCS's mpich-gpu Containerfile, "
-                "the LUMI AI Factory's libfabric Containerfile)", ("gpu.stack", "software.libcxi"))
-        # Spack's mpich takes +rocm from 4.1 on (+cuda from 3.4); here both from 4.1, whose yaksa is told the
-        # GPU architecture (--with-cuda-sm / --with-hip-sm) instead of guessing it on a build machine without GPUs
-        if mpi.flavour == "mpich" and mpi.version.parts[:2] >= (4, 1):
-            mpi_gpu = gpu_memory
-            say("MPICH GPU support", {"cuda": "--with-cuda", "rocm": "--with-hip"}[mpi_gpu] + f" for {site.gpu.arch}",
-                "hybrid runs pass GPU buffers to the container's MPICH (CSCS: MPICH \"with CUDA support\")",
-                ("gpu.stack", "gpu.arch", "mpi.version"))
-        elif mpi.flavour == "mpich":
-            say("MPICH GPU support", "none", f"not built into MPICH {mpi.version} (GPU support from MPICH 4.1 on here; "
-                "Spack's recipe takes ROCm from 4.1): GPU-aware MPI runs in bind mode, through the host's MPI",
-                ("gpu.stack", "mpi.version"))
+    return None
 
+
+def _gpu_memory(site: Site, mpi: ContainerMpi, plugin: str, libcxi: str, say) -> tuple[str, str]:
+    """GPU memory in libfabric (and libcxi, and MPICH where it can) when GPU collectives go over Slingshot."""
+    if not plugin:
+        return "", ""
+    gpu_memory, mpi_gpu = site.gpu.stack, ""
+    say("libfabric GPU memory", {"cuda": "--with-cuda --enable-cuda-dlopen", "rocm": "--with-rocr"}[gpu_memory],
+        "NCCL/RCCL and GPU-aware MPI hand GPU buffers to libfabric (the LUMI AI Factory, CSCS and NERSC "
+        "recipes build it so; Spack's libfabric +cuda/+rocm)", ("gpu.stack", "fabric.provider"))
+    if libcxi:
+        say("libcxi GPU support", {"cuda": "--with-cuda", "rocm": "--with-rocm"}[gpu_memory],
+            "as the sites' own Slingshot container recipes build libcxi (CSCS's mpich-gpu Containerfile, "
+            "the LUMI AI Factory's libfabric Containerfile)", ("gpu.stack", "software.libcxi"))
+    # Spack's mpich takes +rocm from 4.1 on (+cuda from 3.4); here both from 4.1, whose yaksa is told the
+    # GPU architecture (--with-cuda-sm / --with-hip-sm) instead of guessing it on a build machine without GPUs
+    if mpi.flavour == "mpich" and mpi.version.parts[:2] >= (4, 1):
+        mpi_gpu = gpu_memory
+        say("MPICH GPU support", {"cuda": "--with-cuda", "rocm": "--with-hip"}[mpi_gpu] + f" for {site.gpu.arch}",
+            "hybrid runs pass GPU buffers to the container's MPICH (CSCS: MPICH \"with CUDA support\")",
+            ("gpu.stack", "gpu.arch", "mpi.version"))
+    elif mpi.flavour == "mpich":
+        say("MPICH GPU support", "none", f"not built into MPICH {mpi.version} (GPU support from MPICH 4.1 on here; "
+            "Spack's recipe takes ROCm from 4.1): GPU-aware MPI runs in bind mode, through the host's MPI",
+            ("gpu.stack", "mpi.version"))
+    return gpu_memory, mpi_gpu
+
+
+def _torch(site: Site, say) -> None:
+    """Where torch comes from: the site's local wheel, or its wheel index for the GPU stack."""
+    sw = site.software
     if sw.torch_wheel:
         say("torch", f"{sw.torch} from the build context ({sw.torch_wheel})",
             "the site builds offline from a local wheel", ("software.torch", "software.torch_wheel"))
@@ -204,6 +251,9 @@ def plan(site: Site) -> Plan:
         say("torch", f"{sw.torch} from {sw.torch_index}", f"matches the {site.gpu.stack} stack",
             ("gpu.stack", "software.torch", "software.torch_index"))
 
+
+def _builds(site: Site, mpi: ContainerMpi, say) -> tuple[str, str, str, str]:
+    """Where the GPU stack lives (CUDA-aware builds), Open MPI's PMIx, and how mpi4py is built."""
     gpu_home = GPU_HOME.get(site.gpu.stack, "")
     cuda_home = gpu_home if site.gpu.stack == "cuda" else ""
     if cuda_home and mpi.source != "distro":
@@ -215,22 +265,6 @@ def plan(site: Site) -> Plan:
             "(srun --mpi=pmix)", ("mpi.pmi",))
     mpi4py = "none" if mpi.flavour == "none" else ("distro" if mpi.source == "distro" else "source")
     say("mpi4py", {"none": "none (no MPI)", "distro": "the distribution's python3-mpi4py",
-                   "source": f"{sw.mpi4py}, built from source against the container MPI"}[mpi4py],
+                   "source": f"{site.software.mpi4py}, built from source against the container MPI"}[mpi4py],
         "mpi4py must be linked against the MPI the container runs", ("software.mpi4py", "software.mpi_source"))
-
-    rocm_runtime = site.gpu.stack == "rocm" and base.runtime != base.devel
-    if rocm_runtime:
-        say("ROCm runtime", f"the libraries the image's programs load, copied from {base.devel} to {base.runtime}",
-            "AMD publishes no runtime-only ROCm image; the runtime stage starts from the distribution and takes "
-            "only ROCm's runtime libraries (ldd closure and dlopen'ed ROCr), not its compilers and headers",
-            (f"images.{site.gpu.stack}",))
-
-    mode = site.container.mpi_mode
-    say("MPI mode", mode, "host MPI mounted into the container at run time" if mode == "bind"
-        else "the container's own MPI, matching the host's, launched by the host launcher",
-        ("container.mpi_mode",))
-    return Plan(mpi=mpi, libfabric=libfabric, providers=providers, libcxi=libcxi, psm2=psm2, ucx=ucx,
-                verbs=verbs, net_plugin=plugin, net_plugin_version=plugin_version, xpmem=xpmem, gpu_memory=gpu_memory,
-                mpi_gpu=mpi_gpu, torch_index=sw.torch_index,
-                torch_wheel=sw.torch_wheel, gpu_home=gpu_home, cuda_home=cuda_home, pmix=pmix, mpi4py=mpi4py,
-                rocm_runtime=rocm_runtime, decisions=tuple(decisions))
+    return gpu_home, cuda_home, pmix, mpi4py

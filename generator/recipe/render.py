@@ -1,4 +1,6 @@
-"""hpccm stages → Dockerfile / Apptainer definition text.
+"""hpccm stages → Dockerfile / Apptainer definition text: the stages' own rendering, with the header.
+Nothing rewrites that text: each block writes its instructions whole, downloads with their checks
+(blocks/verify.py) and lint pragmas (blocks/clean.py) included.
 
 Everything for one invocation is rendered in memory before anything is written, so a failing
 site or recipe leaves no partial output on disk.
@@ -13,7 +15,6 @@ from pathlib import Path
 from generator import __version__
 from generator.recipe import catalog
 from generator.errors import RecipeError
-from generator.recipe.blocks.verify import verified
 from generator.recipe.context import FORMATS, hpccm_context
 from generator.model.site import Site
 
@@ -50,7 +51,7 @@ def recipe_text(site: Site, recipe: str | catalog.Recipe, fmt: str) -> str:
     try:
         with hpccm_context(site, fmt):
             stages = r.build(site)
-            body = verified("\n\n".join(str(stage).strip("\n") for stage in stages), fmt)
+            body = "\n\n".join(str(stage).strip("\n") for stage in stages)
             head = header(site, r, fmt)
     except RecipeError as exc:          # name the site file, once, whichever block raised it
         message = str(exc)

@@ -37,7 +37,7 @@ class JobFailed(CheckFailed):
 
 
 @dataclass(frozen=True)
-class Result:
+class JobResult:
     job_id: str
     state: str
     exit_code: str          # Slurm's "exit:signal", e.g. "0:0"
@@ -170,7 +170,7 @@ def _read(path: Path) -> str:
 
 
 def submit(script: Path | str, *, env: Mapping[str, str] | None = None, timeout: float = 600,
-           output: Path | str | None = None, extra: Sequence[str] = ()) -> Result:
+           output: Path | str | None = None, extra: Sequence[str] = ()) -> JobResult:
     """Submit `script` with sbatch --wait and return the finished job; raise JobFailed when it did not
     complete, or when it ran out of `timeout` seconds (then it is cancelled). `output` may hold %j
     (default: <script>-%j.out beside the script)."""
@@ -206,7 +206,7 @@ def submit(script: Path | str, *, env: Mapping[str, str] | None = None, timeout:
     out = _read(path)
     if state != "COMPLETED" or proc.returncode != 0:
         raise JobFailed(failure_line(job_id, state, exit_code, out), job_id, state, exit_code, out)
-    return Result(job_id, state, exit_code, out, path, info.get("NodeList", ""))
+    return JobResult(job_id, state, exit_code, out, path, info.get("NodeList", ""))
 
 
 GRANTED = re.compile(r"(?:Granted|Pending) job allocation (\d+)")

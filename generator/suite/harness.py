@@ -28,6 +28,11 @@ from generator.recipe import payload
 from generator.run import runtimes, slurmjob
 from generator.model.site import Site
 from generator.suite.stats import Pair, Process
+from generator.recipe import catalog
+from generator.errors import GenRecipeError
+from generator.images import context
+from generator.suite import sequential
+from generator.suite.metric import expected, metric
 from workloads.registry import Size
 
 LOGS = Path("build") / "logs"     # what a failed step printed, whole (the failure itself is one line)
@@ -83,9 +88,6 @@ def bare_python(site: Site, recipe, cache: Path = Path("build") / "bare", *,
     images use). Reused when its spec has not changed. Returns its python; StepFailed names a failed step."""
     import hashlib
 
-    from generator.recipe import catalog
-    from generator.errors import GenRecipeError
-    from generator.images import context
 
     r = catalog.load(recipe)
     recipe = r.name
@@ -188,7 +190,7 @@ def container_side(site: Site, runtime: str, image: str, opts: runtimes.Options,
 
 
 def run_setup(side: Side) -> None:
-    """The side's one-off set-up commands (udocker setup, ch-fromhost)."""
+    """The side's one-off set-up commands (`Command.setup`: an execution mode, ch-fromhost)."""
     for step in side.setup:
         subprocess.run(step, env=dict(side.env), check=True, capture_output=True)
 
@@ -321,7 +323,6 @@ def decide_with(benchmark, collect, label: str, tol, *, rounds: int | None = Non
     `pairs` pairs, or of batches of PAIRS_PER_SERVER until `until(pairs so far)` says stop."""
     import time
 
-    from generator.suite import sequential
 
     if rounds:      # a fixed number of pairs: one look, the whole error rate
         design = sequential.Design(first=max(rounds, 3), step=PAIRS_PER_SERVER, max_pairs=max(rounds, 3))
@@ -395,7 +396,6 @@ def _run_once(run: Run, workload) -> tuple[float, float]:
     """One run: (its metric, its wall time); a failed run or a missing metric is a one-line HarnessError."""
     import time
 
-    from generator.model.app import expected, metric
 
     start = time.monotonic()
     done = _completed(run, workload.timeout)

@@ -1,11 +1,14 @@
-"""The portability suite as a pytest plugin (registered from the repository's conftest.py).
+"""The portability suite as a pytest plugin: the `pytest11` entry point of an installed gen-recipe (so
+`pytest mytests/ --site=frontier` works in any test directory), and the repository's conftest.py for a
+checkout that is not installed.
 
 It owns the suite's options (`pytest suites/ --site=frontier`, validated once and kept frozen in
 `config.stash`), its fixtures (the site, the images, the bare twins, the CPU pin, the verdicts), the
 order of its tests (the machine check, then the static checks, then the measurements), and the one
 decision every measurement depends on: **is this machine the site?** Where it is not, every test that
 would build, pull or run the site's image or bare twin skips with one reason, and the static checks
-run in full. The options apply only to tests under `suites/`.
+run in full. The options take effect for a session that collects the repository's `suites/`, or any
+session given `--site` (a user's own suite).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from workloads.registry import NAMES as WORKLOADS, WORKLOADS as REGISTRY, Size
 MODES = ("bind", "hybrid")
 LAUNCHES = ("scheduler", "direct")
 DEFAULT_PAIRS = 12
-SUITE_DIR = Path(__file__).resolve().parent
 # Test modules in the order they run; modules not listed run after them, in pytest's order.
 ORDER = ("test_machine.py", "test_static.py")
 
@@ -68,7 +70,7 @@ VERDICTS = pytest.StashKey[list]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gen-recipe", "gen-recipe portability suite (pytest suites/ ...)")
-    g.addoption("--site", default="local", help="site name or path to a site TOML (default: local)")
+    g.addoption("--site", default=None, help="site name or path to a site TOML (default: local)")
     g.addoption("--runtime", action="append", default=[], metavar="NAME",
                 help="container runtime to test (repeatable; default: the site's runtimes)")
     g.addoption("--rounds", type=int, default=None, metavar="N",
@@ -96,9 +98,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _in_suite(config: pytest.Config) -> bool:
-    """Does this session collect the suite? (The options are the suite's; `pytest tests` ignores them.)"""
+    """Is this session a suite? It is given --site, or collects the repository's suites/ (the options are
+    the suite's; `pytest tests` ignores them)."""
+    if config.getoption("site") is not None:
+        return True
+    suites = config.rootpath / "suites"
     paths = [Path(a.split("::")[0]).resolve() for a in config.args] or [Path.cwd()]
-    return any(p == SUITE_DIR or SUITE_DIR in p.parents for p in paths)
+    return any(p == suites or suites in p.parents for p in paths)
 
 
 def options_from(config: pytest.Config) -> SuiteOptions:
@@ -110,7 +116,7 @@ def options_from(config: pytest.Config) -> SuiteOptions:
         raise pytest.UsageError(message)
 
     try:
-        site = site_mod.load(config.getoption("site"))
+        site = site_mod.load(config.getoption("site") or "local")
     except GenRecipeError as exc:
         usage(f"--site: {exc}")
     known = {r.name for r in site.runtimes}

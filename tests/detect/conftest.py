@@ -15,7 +15,7 @@ import pytest
 from generator.detect.machine import detect
 from generator.detect.runner import fixture_name
 from generator.detect.table import PROBES
-from tests.core.helpers import Result, run_cli  # noqa: F401 - one CLI runner for all tests
+from tests.helpers import Result, run_cli  # noqa: F401 - one CLI runner for all tests
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "detect"
 KINDS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())

@@ -6,8 +6,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from hpccm.primitives.shell import shell
 
+from generator.model import site
 from generator.recipe import checksums
+from generator.recipe.blocks.clean import render_item
+from generator.recipe.blocks.verify import UNCHECKED_DOWNLOAD_RULE, checked_commands, download
+from generator.recipe.context import hpccm_context
 
 from .helpers import matrix_sources
 
@@ -57,20 +62,29 @@ def test_generated_recipes_check_every_recorded_download():
             if sha:
                 assert f'echo "{sha}  ' in source.text and "sha256sum -c" in source.text, (source.name, url)
             else:
-                assert "ignore=GR004" in source.text and "(generator/checksums.toml)" in source.text, (source.name, url)
+                assert f"ignore={UNCHECKED_DOWNLOAD_RULE}" in source.text and "(generator/checksums.toml)" in source.text, (source.name, url)
 
 
-def test_verified_inserts_the_check_a_reason_or_a_note():
-    from generator.recipe.blocks.verify import verified
+def _rendered(commands, fmt: str) -> str:
+    """A shell primitive with the commands `commands()` makes, made and rendered as a block's are, in format `fmt`."""
+    with hpccm_context(site.load("local"), fmt):
+        return render_item(shell(commands=commands()))
+
+
+def test_downloads_carry_the_check_a_reason_or_a_note():
     url = "https://github.com/ofiwg/libfabric/releases/download/v1.22.0/libfabric-1.22.0.tar.bz2"
     sha = checksums.for_url(url)
-    docker = verified(f"RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp {url} && \\\n    tar -x -f x", "docker")
+    hpccm_line = f"mkdir -p /var/tmp && wget -q -nc -P /var/tmp {url} && \\\n    tar -x -f x"    # as hpccm joins them
+    docker = _rendered(lambda: checked_commands([hpccm_line]), "docker")
     assert f'echo "{sha}  /var/tmp/libfabric-1.22.0.tar.bz2" > /var/tmp/libfabric-1.22.0.tar.bz2.sha256 && ' \
            "sha256sum -c /var/tmp/libfabric-1.22.0.tar.bz2.sha256" in docker and docker.endswith("tar -x -f x")
-    definition = verified(f"%post\n    wget -q -O /var/tmp/l.tbz {url}\n    tar -x -f /var/tmp/l.tbz", "apptainer")
+    definition = _rendered(lambda: [*download(url, outfile="/var/tmp/l.tbz"), "tar -x -f /var/tmp/l.tbz"], "apptainer")
     assert f'    echo "{sha}  /var/tmp/l.tbz" | sha256sum -c -\n    tar' in definition
     key = "https://apt.repos.intel.com/intel-gpg-keys/GPG-PUB-KEY-INTEL-SW-PRODUCTS-2019.PUB"
-    pragma = verified(f"RUN wget -q -O /var/tmp/intel.pub {key}", "docker").splitlines()
-    assert pragma[1] == "# hadolint ignore=GR004" and "no checksum" in pragma[0] and pragma[2].startswith("RUN wget")
-    unknown = verified("RUN wget -q -P /var/tmp https://example.org/x-1.tgz", "docker")
+    pragma = _rendered(lambda: download(key, outfile="/var/tmp/intel.pub"), "docker").splitlines()
+    assert pragma[1] == f"# hadolint ignore={UNCHECKED_DOWNLOAD_RULE}" and "no checksum" in pragma[0]
+    assert pragma[2].startswith("RUN wget")
+    unknown = _rendered(lambda: checked_commands(["wget -q -P /var/tmp https://example.org/x-1.tgz"]), "docker")
     assert unknown.startswith("# no sha256 for x-1.tgz in generator/checksums.toml") and "sha256sum" not in unknown
+    assert _rendered(lambda: download("https://example.org/x-1.tgz", directory="/var/tmp"), "apptainer") \
+        .startswith("%post\n    cd /\n    # no sha256 for x-1.tgz in generator/checksums.toml")

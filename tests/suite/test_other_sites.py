@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from generator.model import site as site_mod
-from tests.core.helpers import all_sites
+from tests.helpers import all_sites
 
 REPO = Path(__file__).resolve().parents[2]
 # Sites that are this machine (the local suite measures them; a local Slurm cluster site too).

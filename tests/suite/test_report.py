@@ -8,7 +8,7 @@ import pytest
 
 from generator.suite import report
 from generator.suite.result import KEY, Result
-from tests.core.helpers import run_cli
+from tests.helpers import run_cli
 
 
 OVERHEAD = Result(site="local", runtime="charliecloud", mode="hybrid", workload="cnn", metric="throughput",

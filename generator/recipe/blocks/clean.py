@@ -12,7 +12,9 @@ objects before they become text:
   pins the base image, not the distro's package versions), unless every package is pinned;
 * in definitions, environment values with `$` are quoted (`export` runs under /bin/sh);
 * make parallelism is passed as `"$(nproc)"` (quoted; SC2046) through the block's own
-  `parallel` option.
+  `parallel` option;
+* a `Note` among a shell primitive's commands (what verify.py says above a download without a
+  checksum) goes above the `RUN`: a `RUN` holds no comments.
 
 Apptainer `%post` scripts run under `/bin/sh -e`, where `cd DIR && ...` is fine; there the
 package ignore is a `# gen-recipe: ignore=...` comment that `gen-recipe lint` reads.
@@ -35,6 +37,7 @@ from hpccm.primitives.workdir import workdir
 
 PIN_REASON = "Distro package versions follow the base image release; the site file pins the image, not them."
 DEF_PRAGMA = "# gen-recipe: ignore={rules}"
+DOCKER_PRAGMA = "# hadolint ignore={rules}"
 PARALLEL = '"$(nproc)"'
 
 _CD = re.compile(r"^cd\s+(\S+)$")
@@ -49,7 +52,32 @@ def pin_rule() -> str:
     return "DL3008" if hpccm.config.g_linux_distro == linux_distro.UBUNTU else "DL3033"
 
 
-def _items(block: bb_instructions) -> list:
+class Note(str):
+    """A comment among a shell primitive's commands for a Dockerfile, where a RUN holds no comments: a
+    line above the RUN; `ignore`, a rule id, goes into the one ignore pragma right above the RUN."""
+
+    def __new__(cls, text: str, ignore: str = ""):
+        note = super().__new__(cls, text)
+        note.ignore = ignore
+        return note
+
+
+class noted_shell(shell):  # noqa: N801 - hpccm naming
+    """hpccm's shell primitive whose `Note`s go above its RUN (each note with an ignore once)."""
+
+    def __str__(self) -> str:
+        if not docker():
+            return super().__str__()
+        notes = [c for c in self.commands if isinstance(c, Note)]
+        lines = [n for i, n in enumerate(notes) if not (n.ignore and n in notes[:i])]
+        rules = dict.fromkeys(n.ignore for n in notes if n.ignore)
+        lines += [DOCKER_PRAGMA.format(rules=",".join(rules))] if rules else []
+        run = shell(commands=[c for c in self.commands if not isinstance(c, Note)], _arguments=self._arguments)
+        return "\n".join([*lines, str(run)])
+
+
+def items(block: bb_instructions) -> list:
+    """The instructions (primitives and building blocks) of an hpccm building block."""
     out, i = [], 0
     while True:
         try:
@@ -102,10 +130,11 @@ def _split_cd(commands: list[str]) -> tuple[str | None, list[str]]:
 def render_shell(item: shell) -> str:
     if not docker() or not item.commands:
         return str(item)
-    target, commands = _split_cd([c for c in item.commands if c])
+    notes = [c for c in item.commands if isinstance(c, Note)]
+    target, commands = _split_cd([c for c in item.commands if c and not isinstance(c, Note)])
+    run = noted_shell(commands=[*notes, *commands], _arguments=item._arguments)
     if target is None:
-        return str(shell(commands=commands, _arguments=item._arguments))
-    run = shell(commands=commands, _arguments=item._arguments)
+        return str(run)
     return "\n".join([str(workdir(directory=target)), str(run), str(workdir(directory="/"))])
 
 
@@ -115,9 +144,9 @@ def render_packages(item: bb_instructions, pinned: bool = False) -> str:
         return render_item(item, packages_ok=True)
     if docker():
         body = render_item(item, packages_ok=True)
-        return f"# {PIN_REASON}\n# hadolint ignore={pin_rule()}\n{body}" if body else ""
+        return f"# {PIN_REASON}\n{DOCKER_PRAGMA.format(rules=pin_rule())}\n{body}" if body else ""
     out = []
-    for sub in _items(item):
+    for sub in items(item):
         if isinstance(sub, (apt_get, yum, hpccm_packages)):
             out.append(render_packages(sub))
         elif isinstance(sub, shell):
@@ -152,7 +181,7 @@ def render_item(item, packages_ok: bool = False) -> str:
     if isinstance(item, environment):
         return render_environment(item)
     if isinstance(item, bb_instructions):
-        return "\n".join(s for s in (render_item(x, packages_ok) for x in _items(item)) if s)
+        return "\n".join(s for s in (render_item(x, packages_ok) for x in items(item)) if s)
     return str(item)
 
 
@@ -177,7 +206,7 @@ def lint_clean(cls, parallel: bool = False, env: bool = False):
             return render_item(environment(variables=self._clean_env)) if self._clean_env else ""
 
         def __str__(self) -> str:
-            return "\n".join(s for s in [*(render_item(x) for x in _items(self)), self._clean_env_text()] if s)
+            return "\n".join(s for s in [*(render_item(x) for x in items(self)), self._clean_env_text()] if s)
 
     if hasattr(cls, "runtime"):
         def runtime(self, _from: str = "0") -> str:

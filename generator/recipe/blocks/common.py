@@ -22,7 +22,8 @@ from hpccm.primitives.label import label
 from hpccm.primitives.raw import raw
 from hpccm.primitives.shell import shell
 
-from generator.recipe.blocks.clean import PARALLEL, docker, lint_clean
+from generator.recipe.blocks.clean import PARALLEL, docker, lint_clean, noted_shell
+from generator.recipe.blocks.verify import checked_block, checked_commands
 
 VENV = "/opt/venv"
 WORKLOADS_DIR = "/opt/workloads"
@@ -46,14 +47,15 @@ BUILD_TOOLS = ("bzip2", "ca-certificates", "file", "g++", "gcc", "make", "tar", 
 
 class autotools_block(bb_base):  # noqa: N801
     """Base of our source-built blocks: a comment, build packages, one hpccm generic_autotools build
-    (download, build, install and cleanup in one layer, installed into the linker cache) and the
-    block's environment; runtime(): runtime packages, the installed files and the environment."""
+    (download and its check, build, install and cleanup in one layer, installed into the linker cache;
+    every download of it checked, those of `preconfigure` too) and the block's environment; runtime():
+    runtime packages, the installed files and the environment."""
 
     def _setup(self, title: str, build_packages: Sequence[str], run_packages: Sequence[str], /, *,
                env: Mapping[str, str] | None = None, pins: Mapping[str, str] | None = None, **autotools) -> None:
         self._title, self._pins, self._env = title, pins, dict(env or {})
         self._runtime_packages = tuple(sorted(set(run_packages)))
-        self._bb = generic_autotools(parallel=PARALLEL, ldconfig=True, **autotools)
+        self._bb = checked_block(generic_autotools(parallel=PARALLEL, ldconfig=True, **autotools))
         self += comment(title)
         self += ospackages(packages=sorted({*BUILD_TOOLS, *build_packages}), pins=pins)
         self += self._bb
@@ -155,7 +157,8 @@ class app_files(bb_base):  # noqa: N801
     files: {path in the build context's app/ folder: absolute destination in the image}; each destination is
         a new file or folder whose parent exists in every base image, so Docker's COPY and Apptainer's
         %files (cp -r) put the same tree there.
-    commands: shell lines run in the build stage after the copy (the recipe author's own code).
+    commands: shell lines run in the build stage after the copy (the recipe author's own code; a wget in them is
+        checked like the blocks' own downloads).
     keep: further paths those commands create that the runtime stage keeps (with every destination).
     """
 
@@ -167,7 +170,7 @@ class app_files(bb_base):  # noqa: N801
             self += copy(src=posixpath.join("app", src), dest=dest)
         if commands:
             self += comment("Application build steps")
-            self += shell(commands=list(commands))
+            self += noted_shell(commands=checked_commands(commands))
 
     def runtime(self, _from: str = "0") -> str:
         self.rt += comment("Application files")

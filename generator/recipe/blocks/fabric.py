@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import hpccm.templates.rm
 import hpccm.templates.tar
-import hpccm.templates.wget
 from hpccm.building_blocks.base import bb_base
 from hpccm.primitives.comment import comment
 from hpccm.primitives.copy import copy
@@ -19,19 +18,15 @@ from hpccm.primitives.shell import shell
 from hpccm.toolchain import toolchain
 
 from generator.errors import RecipeError
+from generator.model.providers import LIBFABRIC_BUILT, PACKAGES
 from generator.recipe.blocks.clean import lint_clean
 from generator.recipe.blocks.common import autotools_block, ospackages
+from generator.recipe.blocks.verify import download
 
-PROVIDERS = ("cxi", "psm2", "opx", "verbs")
-# Debian/Ubuntu packages per provider: to build libfabric with it, and to run it.
-PROVIDER_PACKAGES = {
-    "cxi": {"devel": ("libcurl4-openssl-dev", "libjson-c-dev", "libnl-3-dev", "libnl-route-3-dev", "libnuma-dev"),
-            "runtime": ("libcurl4", "libjson-c5", "libnl-3-200", "libnl-route-3-200", "libnuma1")},
-    "psm2": {"devel": ("libnuma-dev", "libpsm2-dev"), "runtime": ("libnuma1", "libpsm2-2")},
-    "opx": {"devel": ("libnuma-dev", "linux-libc-dev", "uuid-dev"), "runtime": ("libnuma1", "libuuid1")},
-    "verbs": {"devel": ("libibverbs-dev", "librdmacm-dev"),
-              "runtime": ("ibverbs-providers", "libibverbs1", "librdmacm1")},
-}
+# libfabric providers the images build, and the Debian/Ubuntu packages of each: to build libfabric with it,
+# and to run it (the fabric provider registry, generator.model.providers).
+PROVIDERS = LIBFABRIC_BUILT
+PROVIDER_PACKAGES = PACKAGES
 class libfabric(autotools_block):  # noqa: N801
     """libfabric with the site's providers (libfabric's own tcp, udp, shm and rxm come with it).
 
@@ -104,7 +99,7 @@ class libcxi(autotools_block):  # noqa: N801
         super().__init__()
         flat = tag.replace("/", "-")
         gpu_opts = [o.format(home=gpu_home) for o in self.GPU_OPTS.get(gpu, ("--without-cuda", "--without-rocm"))]
-        fetch = []
+        fetch = []          # generic_autotools' preconfigure: checked with the block's own download (autotools_block)
         for name, repo in self.HEADERS.items():
             tarball = f"/var/tmp/{name}-{flat}.tar.gz"
             fetch += [f"wget -q -O {tarball} {repo}/archive/refs/tags/{tag}.tar.gz",
@@ -133,7 +128,7 @@ class libcxi(autotools_block):  # noqa: N801
 libcxi = lint_clean(libcxi)
 
 
-class xpmem(bb_base, hpccm.templates.rm, hpccm.templates.tar, hpccm.templates.wget):  # noqa: N801
+class xpmem(bb_base, hpccm.templates.rm, hpccm.templates.tar):  # noqa: N801
     """The XPMEM user library (its kernel module is the host's): libxpmem.c compiled on its own, as
     CSCS's MPICH recipe does, with upstream's library name (libtool's libxpmem.so.0, the name the host
     library and the container engine's CXI hook, which swaps it for the host's, use)."""
@@ -146,7 +141,7 @@ class xpmem(bb_base, hpccm.templates.rm, hpccm.templates.tar, hpccm.templates.wg
         self += comment(f"XPMEM {version} user library (CSCS: MPICH \"must be built with both libfabric and xpmem\")")
         self += ospackages(packages=["ca-certificates", "gcc", "linux-libc-dev", "tar", "wget"])
         self += shell(commands=[
-            self.download_step(url=url, directory="/var/tmp"),
+            *download(url, directory="/var/tmp"),
             self.untar_step(tarball=f"/var/tmp/v{version}.tar.gz", directory="/var/tmp"),
             f"gcc -O2 -fPIC -shared -Wl,-soname,libxpmem.so.0 -I{src}/include -o {prefix}/lib/libxpmem.so.0 "
             f"{src}/lib/libxpmem.c",

@@ -15,6 +15,7 @@ from hpccm.primitives.shell import shell
 from generator.errors import RecipeError
 from generator.recipe.blocks.clean import lint_clean
 from generator.recipe.blocks.common import autotools_block, ospackages
+from generator.recipe.blocks.verify import checked_downloads, download
 
 # Distribution MPI packages (Debian/Ubuntu): what a build needs, and what a run needs.
 DISTRO_MPI = {
@@ -22,10 +23,11 @@ DISTRO_MPI = {
     "mpich": {"devel": ("libmpich-dev", "mpich"), "runtime": ("libmpich12", "mpich")},
 }
 
-openmpi = lint_clean(hbb.openmpi, parallel=True, env=True)
-ucx = lint_clean(hbb.ucx, parallel=True, env=True)
-knem = lint_clean(hbb.knem, env=True)
-gdrcopy = lint_clean(hbb.gdrcopy, env=True)
+# hpccm's blocks, lint-clean, each download of theirs checked
+openmpi = lint_clean(checked_downloads(hbb.openmpi), parallel=True, env=True)
+ucx = lint_clean(checked_downloads(hbb.ucx), parallel=True, env=True)
+knem = lint_clean(checked_downloads(hbb.knem), env=True)
+gdrcopy = lint_clean(checked_downloads(hbb.gdrcopy), env=True)
 
 
 class distro_mpi(bb_base):  # noqa: N801
@@ -123,7 +125,7 @@ class intel_mpi(bb_base):  # noqa: N801
         target += comment(f"Intel MPI {self.__version}, the host's version")
         target += ospackages(packages=["ca-certificates", "gnupg", "openssh-client", "wget"])
         target += shell(commands=[
-            f"wget -q -O /var/tmp/intel.pub {info['key']}",
+            *download(info["key"], outfile="/var/tmp/intel.pub"),
             f"gpg --dearmor -o {self.KEYRING} /var/tmp/intel.pub",
             "rm -f /var/tmp/intel.pub",
             f'echo "deb [signed-by={self.KEYRING}] {info["repo"]}" > /etc/apt/sources.list.d/intel-mpi.list'])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hpccm.config
 import hpccm.templates.rm
 import hpccm.templates.tar
-import hpccm.templates.wget
 from hpccm.building_blocks.base import bb_base
 from hpccm.common import cpu_arch
 from hpccm.primitives.comment import comment
@@ -15,12 +14,13 @@ from hpccm.primitives.shell import shell
 
 from generator.recipe.blocks.clean import lint_clean
 from generator.recipe.blocks.common import ospackages
+from generator.recipe.blocks.verify import download
 
 PREFIX = "/usr/local/ollama"
 ENV = {"OLLAMA_SCHED_SPREAD": "1", "OLLAMA_HOST": "127.0.0.1:11434", "PATH": f"{PREFIX}/bin:$PATH"}
 
 
-class ollama(bb_base, hpccm.templates.rm, hpccm.templates.tar, hpccm.templates.wget):  # noqa: N801
+class ollama(bb_base, hpccm.templates.rm, hpccm.templates.tar):  # noqa: N801
     """Ollama `version` for the CPU, or its ROCm build on AMD GPUs (the CUDA runners are in the main tarball)."""
 
     def __init__(self, *, version: str, gpu: str = "none") -> None:
@@ -30,7 +30,7 @@ class ollama(bb_base, hpccm.templates.rm, hpccm.templates.tar, hpccm.templates.w
         tarballs = [f"ollama-linux-{arch}.tgz"] + ([f"ollama-linux-{arch}-rocm.tgz"] if gpu == "rocm" else [])
         commands = [f"mkdir -p {PREFIX}"]
         for t in tarballs:
-            commands.append(self.download_step(url=f"{base}/{t}", directory="/var/tmp"))
+            commands += download(f"{base}/{t}", directory="/var/tmp")
             commands.append(self.untar_step(tarball=f"/var/tmp/{t}", directory=PREFIX))
         commands.append(self.cleanup_step(items=[f"/var/tmp/{t}" for t in tarballs]))
         self += comment(f"Ollama {version}" + (" (with the ROCm runners)" if gpu == "rocm" else ""))

@@ -17,6 +17,7 @@ from generator.recipe.blocks.libcheck import library_check
 from generator.recipe.blocks.rocm import rocm_runtime
 from generator.recipe.blocks.clean import baseimage
 from generator.recipe.blocks.common import finish, ospackages, payload, python_env
+from generator.recipe.context import hpccm_distro
 
 HPCCM_DISTRO_KEYWORD = {"ubuntu": "ubuntu", "debian": "ubuntu", "rockylinux": "rockylinux"}
 PREFIX = {"libfabric": "/usr/local/libfabric", "libcxi": "/usr/local/cxi", "psm2": "/usr/local/psm2",
@@ -32,7 +33,6 @@ RUNTIME_PACKAGES = ("ca-certificates", "python3")
 
 
 def _distro(site: Site) -> str:
-    from generator.recipe.context import hpccm_distro
     return hpccm_distro(site)
 
 

@@ -1,29 +1,73 @@
 """Every download in a generated recipe is verified before it is used.
 
-hpccm's building blocks and ours fetch with `wget -P DIR URL` or `wget -O FILE URL`; `verified(text,
-fmt)` rewrites the rendered recipe once, in one place, so that each such download is followed by a
-check of its sha256 from generator/checksums.toml:
+The blocks write each download together with the check of its sha256 from generator/checksums.toml,
+right after it:
 
     Dockerfile:  wget ... URL && \\
                  echo "<sha256>  FILE" > FILE.sha256 && sha256sum -c FILE.sha256 && rm -f FILE.sha256 && \\
     %post:       wget ... URL
                  echo "<sha256>  FILE" | sha256sum -c -
 
-(no pipe in RUN: the generated Dockerfiles run /bin/sh without pipefail). A download whose upstream
-publishes no checksum (the table's [unpublished], with the reason) gets the reason on a comment line
-and a GR004 ignore above it. A download with neither (a version of your own site that the table does not
-know) is left unverified with a comment that says so, and `gen-recipe lint` reports it (GR004); the
-shipped sites have none (tests/lint/test_checksums.py).
+(no pipe in RUN: the generated Dockerfiles run /bin/sh without pipefail). Our blocks build the step
+with `download(url, directory=...)` or `download(url, outfile=...)`; hpccm's building blocks
+(generic_autotools, openmpi, ucx, ...) write their `wget -P DIR URL` inside hpccm, so
+`checked_block(block)` (or the class `checked_downloads(cls)`) gives the wget lines of the block's
+shell primitives their check where our code creates the block, before anything is rendered.
+
+A download whose upstream publishes no checksum (the table's [unpublished], with the reason) gets the
+reason on a comment line and an ignore of the unchecked-download rule (UNCHECKED_DOWNLOAD_RULE): lines
+of %post above the download, or in a Dockerfile lines above its RUN (`clean.Note`). A download with
+neither (a version of your own site that the table does not know) is left unverified with a comment
+that says so, and `gen-recipe lint` reports it (the unchecked-download rule); the shipped sites have
+none (tests/lint/test_checksums.py).
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
 
+import hpccm.templates.wget
+from hpccm.building_blocks.base import bb_instructions
+from hpccm.primitives.shell import shell
+
+from generator.lint.rules import UNVERIFIED
 from generator.recipe import checksums
+from generator.recipe.blocks.clean import DEF_PRAGMA, Note, docker, items
+
+UNCHECKED_DOWNLOAD_RULE = UNVERIFIED.id     # the lint rule that reports a download without its check
+TABLE = "generator/checksums.toml"      # as the generated comments name it (goldens unchanged: the file moved to recipe/)
 
 _WGET = re.compile(r"\bwget\s+(?P<args>[^&;|\n]*?)(?P<url>https?://\S+?)(?=\s*(?:&&|;|\||\\?$))")
+
+
+def checked(command: str, url: str, path: str, end: int | None = None) -> list[str]:
+    """Shell commands: `command`, which downloads `url` to `path`, then the check of its sha256 (in a
+    Dockerfile right after the URL, which ends at `end`), or the note why there is none before it."""
+    sha = checksums.for_url(url)
+    if sha and docker():
+        rest = command[end:].strip() if end else ""
+        check = f'echo "{sha}  {path}" > {path}.sha256 && sha256sum -c {path}.sha256 && rm -f {path}.sha256'
+        return [command[:end], check + (f" {rest}" if rest else "")]
+    if sha:
+        return [command, f'echo "{sha}  {path}" | sha256sum -c -']
+    reason = checksums.unpublished(url)
+    if not reason:
+        note = f"# no sha256 for {posixpath.basename(url)} in {TABLE}: add it with its source"
+        return [Note(note) if docker() else note, command]
+    if docker():
+        return [Note(f"# {reason} ({TABLE})", ignore=UNCHECKED_DOWNLOAD_RULE), command]
+    return [f"# {reason} ({TABLE})", DEF_PRAGMA.format(rules=UNCHECKED_DOWNLOAD_RULE), command]
+
+
+def download(url: str, *, directory: str = "", outfile: str = "") -> list[str]:
+    """Shell commands that fetch `url` to `outfile` or into `directory` (with hpccm's wget template
+    command), checked (see `checked`)."""
+    if outfile:
+        return checked(f"wget -q -O {outfile} {url}", url, outfile)
+    command = hpccm.templates.wget().download_step(url=url, directory=directory)
+    return checked(command, url, posixpath.join(directory, posixpath.basename(url)))
 
 
 def _file(args: str, url: str) -> str:
@@ -34,65 +78,41 @@ def _file(args: str, url: str) -> str:
     return posixpath.join(folder.group(1) if folder else ".", posixpath.basename(url))
 
 
-def _docker_check(sha: str, path: str) -> str:
-    return f'echo "{sha}  {path}" > {path}.sha256 && sha256sum -c {path}.sha256 && rm -f {path}.sha256'
-
-
-def _pragma_docker(lines: list[str], run: int, reason: str) -> int:
-    """Add GR004 to the hadolint ignore above the RUN at `run` (the reason above that); returns where
-    the RUN line is now."""
-    above = lines[run - 1] if run else ""
-    note = f"# {reason} (generator/checksums.toml)"
-    if above.startswith("# hadolint ignore=") and "GR004" in above:
-        if note not in lines[max(0, run - 6):run]:
-            lines.insert(run - 1, note)
-            return run + 1
-        return run
-    if above.startswith("# hadolint ignore="):
-        lines[run - 1] = above + ",GR004"
-        lines.insert(run - 1, note)
-        return run + 1
-    lines[run:run] = [note, "# hadolint ignore=GR004"]
-    return run + 2
-
-
-def verified(text: str, fmt: str) -> str:
-    lines = text.split("\n")
+def checked_commands(commands: Sequence[str]) -> list[str]:
+    """A shell primitive's commands with each wget line checked. hpccm joins a download and its unpacking
+    into one command, with the separator its shell primitive puts between commands: such a command is
+    split there, which renders the same."""
+    join = " && \\\n    " if docker() else "\n    "
     out: list[str] = []
-    run = 0                                   # index in `out` of the current RUN line (Dockerfile)
-    for line in lines:
-        if fmt == "docker" and line.startswith("RUN "):
-            run = len(out)
-        m = _WGET.search(line)
-        if not m or line.lstrip().startswith("#"):
-            out.append(line)
+    for command in commands:
+        lines = command.split(join) if command else []
+        found = [None if line.lstrip().startswith("#") else _WGET.search(line) for line in lines]
+        if not any(found):
+            out.append(command)
             continue
-        url, path = m.group("url"), _file(m.group("args"), m.group("url"))
-        sha = checksums.for_url(url)
-        reason = None if sha else checksums.unpublished(url)
-        indent = re.match(r"\s*", line).group()
-        if not sha and not reason:
-            note = f"# no sha256 for {posixpath.basename(url)} in generator/checksums.toml: add it with its source"
-            if fmt == "docker":
-                at = run - 1 if run and out[run - 1].startswith("# hadolint ignore=") else run
-                out.insert(at, note)            # above the RUN and its pragma, which must stay next to it
-                run += 1
-                out.append(line)
-            else:
-                out += [indent + note, line]
-            continue
-        if fmt == "docker":
-            if reason:
-                out.append(line)
-                run = _pragma_docker(out, run, reason)
-                continue
-            head, tail = line[:m.end()], line[m.end():]
-            cont = tail.strip()
-            out.append(f"{head} && \\")
-            out.append(f"    {_docker_check(sha, path)}" + (f" {cont}" if cont else ""))
-        else:
-            if reason:
-                out += [f"{indent}# {reason} (generator/checksums.toml)", f"{indent}# gen-recipe: ignore=GR004", line]
-                continue
-            out += [line, f'{indent}echo "{sha}  {path}" | sha256sum -c -']
-    return "\n".join(out)
+        for line, m in zip(lines, found):
+            out += checked(line, m.group("url"), _file(m.group("args"), m.group("url")), m.end()) if m else [line]
+    return out
+
+
+def checked_block(block: bb_instructions) -> bb_instructions:
+    """hpccm building block `block` with the downloads of all its shell primitives checked, in place."""
+    for item in items(block):
+        if isinstance(item, shell):
+            item.commands = checked_commands(item.commands)
+        elif isinstance(item, bb_instructions):
+            checked_block(item)
+    return block
+
+
+def checked_downloads(cls: type) -> type:
+    """A subclass of hpccm block `cls` whose instances have their downloads checked (`checked_block`)."""
+
+    class Checked(cls):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            checked_block(self)
+
+    Checked.__name__ = Checked.__qualname__ = cls.__name__
+    Checked.__doc__ = cls.__doc__
+    return Checked

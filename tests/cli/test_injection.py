@@ -20,8 +20,8 @@ from generator.run import launch
 from generator.recipe import render
 from generator.model import site as site_mod
 from generator.errors import SiteError
-from tests.core.helpers import all_sites
-from tests.core.test_fuzz import paths, toml_text
+from tests.helpers import all_sites
+from tests.model.test_fuzz import paths, toml_text
 
 if sys.version_info >= (3, 11):
     import tomllib

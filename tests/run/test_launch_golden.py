@@ -1,7 +1,7 @@
 """Golden launch scripts and runtime commands for every shipped site and MPI mode.
 
 Byte-for-byte comparison with tests/golden/launch/; regenerate after an intended change with
-    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/launch
+    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/run
 and review the diff. The images are fixed names: the default ones carry the build's content hash,
 which changes with every recipe edit (test_launch_cli.py checks the defaults).
 """

@@ -1,7 +1,7 @@
 """The example application (examples/trainer): golden files for two sites, lint-clean for every site,
 the app file and the Python variant alike, byte-identical across runs.
 
-Regenerate after an intended change with:  UPDATE_GOLDEN=1 ./scripts/test tests/app/test_app_golden.py
+Regenerate after an intended change with:  UPDATE_GOLDEN=1 ./scripts/test tests/recipe/test_app_golden.py
 """
 
 from __future__ import annotations

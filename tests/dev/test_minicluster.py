@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from generator.cli import minicluster as minicluster_cli
 from generator.dev import minicluster
 from generator.errors import CheckFailed
 
@@ -60,10 +61,10 @@ def test_start_commands():
 
 def _cli(*argv: str) -> tuple[int, str]:
     parser = argparse.ArgumentParser()
-    minicluster.add_arguments(parser)
+    minicluster_cli.add_arguments(parser)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = minicluster.run(parser.parse_args(list(argv)))
+        code = minicluster_cli.run(parser.parse_args(list(argv)))
     return code, out.getvalue()
 
 

@@ -1,6 +1,6 @@
 """Golden files: every site × recipe × format, byte for byte.
 
-Regenerate after an intended change with:  UPDATE_GOLDEN=1 ./scripts/test tests/core/test_golden.py
+Regenerate after an intended change with:  UPDATE_GOLDEN=1 ./scripts/test tests/recipe/test_golden.py
 and review the diff (git diff tests/golden) like any code change.
 """
 
@@ -13,7 +13,7 @@ import pytest
 from generator.recipe import catalog, render
 from generator.model import site
 
-from .helpers import all_sites
+from tests.helpers import all_sites
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 MATRIX = [(s, r, f) for s in all_sites() for r in catalog.names() for f in ("docker", "apptainer")]

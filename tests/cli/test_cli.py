@@ -11,7 +11,7 @@ from generator import __version__
 from generator.model import site
 from generator.cli.new_site import template
 
-from .helpers import all_sites, run_cli
+from tests.helpers import all_sites, run_cli
 
 
 def test_default_site_is_local_and_writes_all_recipes_and_formats(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ from generator.model import site as site_mod
 from generator.errors import UsageError
 from generator.model.site import Site, Version
 
-from .helpers import all_sites
+from tests.helpers import all_sites
 
 EXPECTED = {"frontier", "odo", "supermuc", "galileo", "ifca", "forhlr2", "hlrs", "lumi", "perlmutter", "alps",
             "leonardo", "local", "local-slurm"}

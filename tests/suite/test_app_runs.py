@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from generator.model.app import Workload
+from generator.model.app import AppWorkload as Workload
 from generator.suite import harness
 
 PY = sys.executable

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from generator.errors import SiteError
 from generator.model.site import parse
 
-from .helpers import run_cli
+from tests.helpers import run_cli
 
 SITES = Path(__file__).resolve().parents[2] / "sites"
 

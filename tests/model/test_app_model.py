@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from generator.model import app
+from generator.suite import metric
 from generator.recipe import catalog
 from generator.cli import main as cli
 from generator.errors import GenRecipeError
@@ -125,13 +126,13 @@ def test_requirements_file(tmp_path):
 
 
 def test_metric_from_json_or_regex():
-    w = app.Workload(command=("x",), json_key="rate", unit="u")
-    assert app.metric(w, 'noise\n{"rate": 1.5}\n{"other": 2}\n') == 1.5
-    assert app.metric(w, '{"rate": "fast"}\n') is None and app.metric(w, "nothing") is None
-    assert app.metric(w, '{"rate": NaN}') is None
-    r = app.Workload(command=("x",), regex=r"rate: ([0-9.]+)", unit="u")
-    assert app.metric(r, "rate: 1\nrate: 2.5 items/s\n") == 2.5 and app.metric(r, "rate: n/a") is None
-    assert "JSON line" in app.expected(w) and "rate: " in app.expected(r)
+    w = app.AppWorkload(command=("x",), json_key="rate", unit="u")
+    assert metric.metric(w, 'noise\n{"rate": 1.5}\n{"other": 2}\n') == 1.5
+    assert metric.metric(w, '{"rate": "fast"}\n') is None and metric.metric(w, "nothing") is None
+    assert metric.metric(w, '{"rate": NaN}') is None
+    r = app.AppWorkload(command=("x",), regex=r"rate: ([0-9.]+)", unit="u")
+    assert metric.metric(r, "rate: 1\nrate: 2.5 items/s\n") == 2.5 and metric.metric(r, "rate: n/a") is None
+    assert "JSON line" in metric.expected(w) and "rate: " in metric.expected(r)
 
 
 def test_recipe_spec_resolution(tmp_path):

@@ -20,7 +20,7 @@ from generator.detect.machine import detect
 from generator.errors import UsageError
 from generator.detect.toml import site_toml
 
-from .helpers import run_cli
+from tests.helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 

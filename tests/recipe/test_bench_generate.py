@@ -5,7 +5,7 @@ from __future__ import annotations
 from generator.recipe import catalog, render
 from generator.model import site
 
-from .helpers import all_sites
+from tests.helpers import all_sites
 
 
 def generate_matrix() -> int:

@@ -1,0 +1,40 @@
+"""The metric one run of an application's workload reported (app files' and Python recipes' `[workload]`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from generator.model.app import AppWorkload
+
+
+def metric(w: AppWorkload, output: str) -> float | None:
+    """The value one run reported in its standard output, or None."""
+    if w.json_key:
+        for line in reversed(output.splitlines()):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                value = json.loads(line).get(w.json_key)
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                return float(value)
+        return None
+    found = re.findall(w.regex, output)
+    if not found:
+        return None
+    last = found[-1]
+    try:
+        value = float(last[0] if isinstance(last, tuple) else last)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def expected(w: AppWorkload) -> str:
+    """What a run must print, for messages."""
+    return (f'a JSON line with key "{w.json_key}" on standard output, e.g. {{"{w.json_key}": 123.4}}' if w.json_key
+            else f"a line matching {w.regex!r} on standard output")
