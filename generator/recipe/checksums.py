@@ -1,4 +1,4 @@
-"""The sha256 of every source tarball and key the generator downloads (generator/recipe/checksums.toml).
+"""The sha256 of every source tarball and key the generator downloads (generator/checksums.toml).
 
     sha256("ucx", "1.15.0") -> "4b20...": the checksum a generated RUN/%post checks with
     `echo "<sha256>  <file>" | sha256sum -c -`. A missing entry is a one-line ChecksumError.
@@ -19,7 +19,7 @@ except ModuleNotFoundError:                     # Python 3.10
 
 from generator.errors import GenRecipeError
 
-TABLE = Path(__file__).with_name("checksums.toml")
+TABLE = Path(__file__).resolve().parents[1] / "checksums.toml"   # generator/checksums.toml (data; generated comments name it)
 
 
 class ChecksumError(GenRecipeError):

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from workloads.registry import NAMES as WORKLOADS, WORKLOADS as REGISTRY, Size
 
 MODES = ("bind", "hybrid")
 LAUNCHES = ("scheduler", "direct")
@@ -77,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="a fixed number of bare+container process pairs per comparison (default: adaptive, "
                      "pairs until the verdict decides)")
     g.addoption("--workloads", default=None, metavar="LIST",
-                help=f"comma-separated built-in workloads (default: {','.join(WORKLOADS)}; none with --recipe)")
+                help="comma-separated built-in workloads (default: all of them; none with --recipe)")
     g.addoption("--recipe", default=None, metavar="APP",
                 help="your application: an app file (app.toml) or Python recipe whose workload is measured "
                      "bare vs container (docs/apps.md)")
@@ -131,6 +130,8 @@ def options_from(config: pytest.Config) -> SuiteOptions:
         except GenRecipeError as exc:
             usage(f"--recipe: {exc}")
     given = config.getoption("workloads")
+    from workloads.registry import NAMES as WORKLOADS
+
     given = ("" if recipe else ",".join(WORKLOADS)) if given is None else given
     workloads = tuple(w.strip() for w in given.split(",") if w.strip())
     for w in workloads:
@@ -247,6 +248,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             config.hook.pytest_deselected(items=dropped)
             items[:] = [i for i in items if i not in dropped]
 
+    if options is None:             # not a suite session: its tests keep their order
+        return
+
     def rank(item) -> int:
         name = Path(str(item.fspath)).name
         return ORDER.index(name) if name in ORDER else len(ORDER)
@@ -312,8 +316,10 @@ def need_runtime(options: SuiteOptions, runtime: str) -> None:
         pytest.skip(f"no image for {runtime}: pass a prebuilt one with --image (e.g. a SIF for apptainer)")
 
 
-def size(site, workload: str) -> Size:
+def size(site, workload: str):
     """The suite's size of `workload` for the site's GPUs (one GPU) or a CPU."""
+    from workloads.registry import WORKLOADS as REGISTRY
+
     w = REGISTRY[workload]
     chosen = w.gpu if site.gpu.stack != "none" else w.cpu
     if chosen is None:

@@ -32,3 +32,13 @@ def test_without_site_a_foreign_session_is_left_alone(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_other.py"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "1 passed" in r.stdout and "gen-recipe" not in r.stdout, r.stdout + r.stderr
+
+
+def test_a_foreign_session_keeps_its_order(tmp_path):
+    """The suite runs its machine and static checks first; another project's test_static.py stays where it is."""
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    (tmp_path / "test_static.py").write_text("def test_s():\n    pass\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "test_a.py", "test_static.py"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.index("test_a.py::test_a") < r.stdout.index("test_static.py::test_s")

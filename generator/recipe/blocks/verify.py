@@ -37,7 +37,7 @@ from generator.recipe import checksums
 from generator.recipe.blocks.clean import DEF_PRAGMA, Note, docker, items
 
 UNCHECKED_DOWNLOAD_RULE = UNVERIFIED.id     # the lint rule that reports a download without its check
-TABLE = "generator/checksums.toml"      # as the generated comments name it (goldens unchanged: the file moved to recipe/)
+TABLE = "generator/checksums.toml"      # as the generated comments name it
 
 _WGET = re.compile(r"\bwget\s+(?P<args>[^&;|\n]*?)(?P<url>https?://\S+?)(?=\s*(?:&&|;|\||\\?$))")
 
