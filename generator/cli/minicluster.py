@@ -1,4 +1,4 @@
-"""A two-node Slurm cluster on this machine for the suite's scheduler tests: up, status, down.
+"""Run a two-node Slurm cluster on this machine: slurmctld, two slurmd (n1, n2) and munged.
 
 The cluster itself is `generator.dev.minicluster`; this is its command line (docs/minicluster.md).
 """
