@@ -10,8 +10,8 @@ import pytest
 
 from generator.suite import result
 from generator.suite import harness
-from generator.suite.plugin import REGISTRY, SUITE, need_runtime, run_options, runtimes_under_test, size, tolerance
-from workloads.registry import STEADY
+from generator.suite.plugin import SUITE, need_runtime, run_options, runtimes_under_test, size, tolerance
+from workloads.registry import STEADY, WORKLOADS as REGISTRY
 
 
 def pytest_generate_tests(metafunc):
