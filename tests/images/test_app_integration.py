@@ -14,6 +14,7 @@ import pytest
 
 from generator.run import runtimes
 from generator.images import convert
+from generator.suite import report
 
 from test_integration import CACHE, REPO, gen_recipe, last_json, run  # tests/images is on sys.path (rootdir import)
 
@@ -70,15 +71,15 @@ def test_suite_gives_a_verdict_for_the_apps_workload(app_image, run_env, tmp_pat
                        timeout=1200)
     verdicts = [ln for ln in r.stdout.splitlines() if "trainer (charliecloud)" in ln]
     assert verdicts and out.is_file(), r.stdout[-3000:]
-    records = [rec for b in json.loads(out.read_text())["benchmarks"] for rec in b["extra_info"].get("results", [])]
-    assert [(rec["workload"], rec["runtime"], rec["pairs"]) for rec in records] == [("trainer", "charliecloud", 6)]
+    records = report.rows(json.loads(out.read_text()))         # read back as `gen-recipe report` reads it
+    assert [(rec.workload, rec.runtime, rec.pairs) for rec in records] == [("trainer", "charliecloud", 6)]
     rec = records[0]
-    assert len(rec["bare"]) == len(rec["container"]) == 6 and min(rec["bare"] + rec["container"]) > 0
-    assert rec["low"] <= rec["ratio"] <= rec["high"] and rec["extra"]["unit"] == "samples/s"
-    assert verdicts[-1].split()[0] == rec["verdict"].upper(), verdicts
-    assert rec["verdict"] in ("pass", "inconclusive"), rec["message"]
+    assert len(rec.bare) == len(rec.container) == 6 and min(rec.bare + rec.container) > 0
+    assert rec.low <= rec.ratio <= rec.high and rec.extra["unit"] == "samples/s"
+    assert verdicts[-1].split()[0] == rec.verdict.upper(), verdicts
+    assert rec.verdict in ("pass", "inconclusive"), rec.message
     failed = [ln for ln in r.stdout.splitlines() if ln.startswith("FAILED ")]
-    expect = [] if rec["verdict"] == "pass" else ["FAILED suites/test_app.py::test_app_overhead[charliecloud]"]
+    expect = [] if rec.verdict == "pass" else ["FAILED suites/test_app.py::test_app_overhead[charliecloud]"]
     assert [ln.split(" - ")[0] for ln in failed] == expect and r.returncode == (0 if not expect else 1), r.stdout[-3000:]
     assert "deselected" in r.stdout       # the built-in workloads' measurements are not run with --recipe
 
