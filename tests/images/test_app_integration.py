@@ -69,7 +69,9 @@ def test_suite_gives_a_verdict_for_the_apps_workload(app_image, run_env, tmp_pat
                         "charliecloud", "--rounds", "6", "--benchmark-enable", f"--benchmark-json={out}",
                         "-p", "no:cacheprovider", "-q"], capture_output=True, text=True, cwd=REPO, env=run_env,
                        timeout=1200)
-    verdicts = [ln for ln in r.stdout.splitlines() if "trainer (charliecloud)" in ln]
+    # the suite's summary table: "OUTCOME  message" (a failing test's own line also names the workload)
+    verdicts = [ln for ln in r.stdout.splitlines()
+                if ln.split(" ", 1)[0] in ("PASS", "FAIL", "INCONCLUSIVE") and "trainer (charliecloud)" in ln]
     assert verdicts and out.is_file(), r.stdout[-3000:]
     records = report.rows(json.loads(out.read_text()))         # read back as `gen-recipe report` reads it
     assert [(rec.workload, rec.runtime, rec.pairs) for rec in records] == [("trainer", "charliecloud", 6)]
