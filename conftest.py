@@ -3,6 +3,20 @@ installed: `pytest suites/ --site=frontier`. An installed gen-recipe registers i
 point under the same name, so it is registered once either way.
 
 Its options and fixtures take effect for the tests under suites/ (or any session given --site).
+Every test under suites/ is marked `measures` (pyproject.toml): ./scripts/test runs what measures alone,
+after the rest ran on two workers.
 """
 
+from pathlib import Path
+
+import pytest
+
 pytest_plugins = ["generator.suite.plugin"]
+
+SUITES = Path(__file__).resolve().parent / "suites"
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if SUITES in Path(item.path).parents:
+            item.add_marker(pytest.mark.measures)

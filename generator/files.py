@@ -68,6 +68,25 @@ def _locked(folders: list[Path]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def one_at_a_time(lock_file: Path, waiting=None) -> Iterator[None]:
+    """Wait for, then hold, an exclusive lock on `lock_file` (created when missing): concurrent runs
+    that fill one shared cache (the base image, a wheel, udocker's repository, the builder's layers)
+    take turns. `waiting()` is called once if another run holds it."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
     """SIGINT and SIGTERM wait until the block ends (they are delivered then)."""
     held = {signal.SIGINT, signal.SIGTERM}

@@ -9,6 +9,28 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# ./scripts/test runs tests/ on two pytest-xdist workers. The tests that build or run images (the `local`
+# pytorch image, the app images) or the minicluster go to one worker together, in file order: one build
+# after another (their shared steps become shared layers), one cluster. Every other test goes to
+# whichever worker is free. (xdist's own `xdist_group` marks do not group under pytest 9: the scheduler
+# below groups by path instead.)
+XDIST_GROUPS = ("tests/images/", "tests/dev/")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "load":          # another --dist asked for: xdist's own
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        """LoadScopeScheduling with one scope for the tests under XDIST_GROUPS and one per other test."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return "images" if nodeid.startswith(XDIST_GROUPS) else nodeid
+
+    return Grouped(config, log)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fuzz-long", action="store_true",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from generator.files import one_at_a_time
 from generator.model.site import Site
 from generator.images.builders import exists_argv
 from generator.images.process import ToolMissing, need, stderr_progress, stream, succeeds
@@ -25,15 +28,22 @@ def ensure_base_image(site: Site, *, builder: str = "podman", progress: Callable
     for image in dict.fromkeys((site.base.devel, site.base.runtime)):
         if not image.startswith("localhost/") or succeeds(exists_argv(store, image)):
             continue
-        suite = DEBIAN_SUITES.get(site.base.distro_version.split(".")[0]) if site.base.distro == "debian" else None
-        if not suite:
-            raise ToolMissing(f"cannot make {image} offline: only Debian base images are made here "
-                              f"(site {site.name} has {site.base.distro} {site.base.distro_version})")
-        need("mmdebstrap", f"make the base image {image}")
-        with tempfile.TemporaryDirectory(prefix="gen-recipe-base-") as tmp:
-            tar = Path(tmp) / f"{suite}.tar"
-            progress(f"making {image}: mmdebstrap {suite} (offline, from the host's apt sources)")
-            stream(("mmdebstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", suite, str(tar)),
-                    progress, f"make the base image {image}")
-            stream((store, "import", "--change", 'CMD ["/bin/bash"]', str(tar), image), progress, f"import {image}")
+        lock = Path(tempfile.gettempdir()) / f"gen-recipe-{os.getuid()}-base-{re.sub(r'[^A-Za-z0-9_.-]', '-', image)}.lock"
+        with one_at_a_time(lock):               # a concurrent run may be making it: wait, then look again
+            if not succeeds(exists_argv(store, image)):
+                _make_base(site, image, store, progress)
     return site.base.devel
+
+
+def _make_base(site: Site, image: str, store: str, progress: Callable[[str], None]) -> None:
+    suite = DEBIAN_SUITES.get(site.base.distro_version.split(".")[0]) if site.base.distro == "debian" else None
+    if not suite:
+        raise ToolMissing(f"cannot make {image} offline: only Debian base images are made here "
+                          f"(site {site.name} has {site.base.distro} {site.base.distro_version})")
+    need("mmdebstrap", f"make the base image {image}")
+    with tempfile.TemporaryDirectory(prefix="gen-recipe-base-") as tmp:
+        tar = Path(tmp) / f"{suite}.tar"
+        progress(f"making {image}: mmdebstrap {suite} (offline, from the host's apt sources)")
+        stream(("mmdebstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", suite, str(tar)),
+                progress, f"make the base image {image}")
+        stream((store, "import", "--change", 'CMD ["/bin/bash"]', str(tar), image), progress, f"import {image}")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from generator.files import one_at_a_time
 from generator.recipe import catalog, render
 from generator.images.tags import IGNORED
 from generator.recipe.payload import workloads_dir
@@ -41,12 +43,16 @@ def fetch_wheel(site: Site, cache_dir: Path, progress: Callable[[str], None]) ->
     """The site's wheel in `cache_dir/wheels`, downloaded once with pip (which uses its find-links)."""
     wheel = Path(site.software.torch_wheel).name
     path = cache_dir / "wheels" / wheel
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        stream(wheel_argv(wheel, path.parent), progress, f"download {wheel}")
+    if path.is_file():
+        return path
+    with one_at_a_time(path.parent / ".lock"):       # a concurrent build may be fetching it: wait, look again
         if not path.is_file():
-            raise BuildFailed(f"pip download did not produce {wheel} (site.software.torch_wheel); "
-                              "point pip at an index or find-links that has it")
+            with tempfile.TemporaryDirectory(prefix=".download-", dir=path.parent) as tmp:   # never a partial wheel
+                stream(wheel_argv(wheel, Path(tmp)), progress, f"download {wheel}")
+                if not (Path(tmp) / wheel).is_file():
+                    raise BuildFailed(f"pip download did not produce {wheel} (site.software.torch_wheel); "
+                                      "point pip at an index or find-links that has it")
+                os.replace(Path(tmp) / wheel, path)
     return path
 
 

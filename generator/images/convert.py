@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator.files import one_at_a_time
 from generator.run.runtimes import LOCAL_IMAGE_DIR, PLATFORMS, udocker_env
 from generator.model.site import Site
 from generator.images.process import BuildFailed, ToolMissing, need, quiet, stderr_progress
@@ -62,28 +63,42 @@ def runtime_image(site: Site, ref: str, runtime: str, *, cache_dir: Path = LOCAL
     return converter.make(ref, converter.name(ref, cache_dir), cache_dir, progress) if converter else ref
 
 
+CONTENT = "gen-recipe-content"      # in an unpacked image's ch/: what it holds (its layers and environment)
+
+
+def content_of(ref: str) -> str:
+    """What an unpacked `ref` holds: its layer digests and its environment (the text of ch/gen-recipe-content)."""
+    return quiet(("podman", "image", "inspect", "--format", "{{json .RootFS.Layers}} {{json .Config.Env}}", ref),
+                 f"inspect {ref}", text=True).stdout.strip()
+
+
+def unpacked(site: Site, ref: str, *, cache_dir: Path = LOCAL_IMAGE_DIR) -> Path | None:
+    """The Charliecloud directory `runtime_image` made of `ref`, if it exists and holds what `ref` holds."""
+    found = Path(runtime_image_name(site, ref, "charliecloud", cache_dir=cache_dir))
+    if (found / "ch" / "environment").is_file() and _read(found / "ch" / CONTENT) == content_of(ref):
+        return found
+    return None
+
+
 def charliecloud_dir(ref: str, dest: Path, progress: Progress) -> str:
-    """`ref` unpacked into `dest` as a Charliecloud directory image (kept when it exists)."""
+    """`ref` unpacked into `dest` as a Charliecloud directory image (kept when it exists). An image of the
+    same layers and environment already unpacked beside it (another tag: one machine's two site files) is
+    copied as hard links instead; ch-run mounts directory images read-only, so they never diverge."""
     if (dest / "ch" / "environment").is_file():
         return str(dest)
     need("podman", f"unpack {ref} for ch-run")
     dest.parent.mkdir(parents=True, exist_ok=True)
+    content = content_of(ref)
+    same = [d for d in dest.parent.iterdir()                   # not a half-made one (".name.*")
+            if d != dest and not d.name.startswith(".") and _read(d / "ch" / CONTENT) == content]
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        progress(f"unpacking {ref} into {dest} (podman export)")
-        cid = quiet(("podman", "create", "--read-only", ref, "/bin/true"), f"create a container of {ref}",
-                     text=True).stdout.strip()
-        try:
-            with subprocess.Popen(("podman", "export", cid), stdout=subprocess.PIPE) as exp:
-                tar = subprocess.run(("tar", "-x", "-C", str(tmp)), stdin=exp.stdout, capture_output=True)
-            if exp.returncode or tar.returncode:
-                raise BuildFailed(f"podman export of {ref} failed: {tar.stderr.decode(errors='replace').strip()[-300:]}")
-        finally:
-            subprocess.run(("podman", "rm", "-f", cid), capture_output=True)
-        env = quiet(("podman", "image", "inspect", "--format", "{{range .Config.Env}}{{println .}}{{end}}", ref),
-                     f"inspect {ref}", text=True).stdout
-        (tmp / "ch").mkdir(exist_ok=True)
-        (tmp / "ch" / "environment").write_text(env)
+        if same:
+            progress(f"{ref} holds what {same[0].name} holds: hard-linking it into {dest}")
+            tmp.rmdir()
+            quiet(("cp", "-a", "--link", str(same[0]), str(tmp)), f"hard-link {same[0]} to {dest}")
+        else:
+            _unpack(ref, tmp, content, progress, dest)
         if dest.exists():
             shutil.rmtree(dest)
         tmp.rename(dest)
@@ -91,6 +106,31 @@ def charliecloud_dir(ref: str, dest: Path, progress: Progress) -> str:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return str(dest)
+
+
+def _unpack(ref: str, tmp: Path, content: str, progress: Progress, dest: Path) -> None:
+    progress(f"unpacking {ref} into {dest} (podman export)")
+    cid = quiet(("podman", "create", "--read-only", ref, "/bin/true"), f"create a container of {ref}",
+                 text=True).stdout.strip()
+    try:
+        with subprocess.Popen(("podman", "export", cid), stdout=subprocess.PIPE) as exp:
+            tar = subprocess.run(("tar", "-x", "-C", str(tmp)), stdin=exp.stdout, capture_output=True)
+        if exp.returncode or tar.returncode:
+            raise BuildFailed(f"podman export of {ref} failed: {tar.stderr.decode(errors='replace').strip()[-300:]}")
+    finally:
+        subprocess.run(("podman", "rm", "-f", cid), capture_output=True)
+    env = quiet(("podman", "image", "inspect", "--format", "{{range .Config.Env}}{{println .}}{{end}}", ref),
+                 f"inspect {ref}", text=True).stdout
+    (tmp / "ch").mkdir(exist_ok=True)
+    (tmp / "ch" / "environment").write_text(env)
+    (tmp / "ch" / CONTENT).write_text(content)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
 
 
 def drop_runtime_image(site: Site, ref: str, runtime: str, *, cache_dir: Path = LOCAL_IMAGE_DIR) -> None:
@@ -112,6 +152,13 @@ def _udocker(cache_dir: Path) -> tuple[tuple[str, ...], dict[str, str]]:
 def _udocker_container(ref: str, name: str, cache_dir: Path, progress: Progress) -> str:
     u, env = _udocker(cache_dir)
     home = Path(env["UDOCKER_DIR"])
+    # one load at a time in a repository: images that share layers would write the same layer files
+    with one_at_a_time(home / ".gen-recipe.lock"):
+        return _udocker_load(ref, name, u, env, home, cache_dir, progress)
+
+
+def _udocker_load(ref: str, name: str, u: tuple[str, ...], env: dict[str, str], home: Path, cache_dir: Path,
+                  progress: Progress) -> str:
     (home / "lib").mkdir(parents=True, exist_ok=True)
     (home / "lib" / "VERSION").write_text("1.2.11\n")    # use host tools, skip the udockertools download
     wrapper = home / "proot-nok"

@@ -20,7 +20,7 @@ from generator.errors import UsageError
 from generator.files import write_atomic
 from generator.run.runtimes import PLATFORMS
 from generator.model.site import Site
-from generator.images.convert import charliecloud_dir
+from generator.images.convert import charliecloud_dir, unpacked
 from generator.images.oci import build_image
 from generator.images.process import need, quiet, stderr_progress
 from generator.images.sif import build_sif, file_sha256
@@ -69,7 +69,9 @@ def export_image(site: Site, recipe: str | catalog.Recipe, path: Path, *, builde
             result = build_image(site, recipe, builder=builder, progress=progress)
             need("ch-convert", f"write {path.name}")
             with tempfile.TemporaryDirectory(prefix=".export-", dir=path.parent) as tmp:
-                root = charliecloud_dir(result.ref, Path(tmp) / "root", progress)
+                # this very image already unpacked for ch-run (read-only there) is the same root
+                cached = unpacked(site, result.ref)
+                root = str(cached) if cached else charliecloud_dir(result.ref, Path(tmp) / "root", progress)
                 progress(f"writing {path.name} (ch-convert)")
                 quiet(("ch-convert", "-i", "dir", "-o", "tar", root, str(part)), f"ch-convert to {path.name}")
         digest = file_sha256(part)

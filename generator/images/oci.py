@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from generator.files import one_at_a_time
 from generator.recipe import catalog
 from generator.model.site import Site
 from generator.images.base import ensure_base_image
@@ -32,16 +34,15 @@ def build_image(site: Site, recipe: str | catalog.Recipe, *, tag: str | None = N
     if cached:
         progress(f"{local} exists: nothing to build")
     else:
-        import platform
-        plat = target_platform(site.host.arch, platform.machine())
-        ensure_base_image(site, builder=builder, progress=progress)
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="context-", dir=cache_dir) as ctx:
-            prepare_context(site, recipe, "docker", Path(ctx), cache_dir, progress)
-            secret = ca_bundle() if site.software.pip_cert_secret and builder != "ch-image" else None
-            stream(build_argv(builder, Path(ctx), local, target=target, secret=secret, cache_from=cache_from,
-                               cache_to=cache_to, platform=plat), progress,
-                   f"{builder} build of {local}" + (f" for {plat} (emulated)" if plat else ""))
+        # One build at a time per user and builder on this machine: images that share steps (every recipe's
+        # apt and Python layers) then share their layers, which concurrent builds would each make anew.
+        lock = Path(tempfile.gettempdir()) / f"gen-recipe-{os.getuid()}-{Path(builder).name}-build.lock"
+        with one_at_a_time(lock, lambda: progress(f"waiting for another gen-recipe build on this machine ({lock})")):
+            cached = succeeds(exists_argv(builder, local))           # that build may have been this one
+            if cached:
+                progress(f"{local} exists: nothing to build")
+            else:
+                _build(site, recipe, local, builder, target, cache_dir, cache_from, cache_to, progress)
     size, digest = inspect_local(builder, local)
     ref = local
     if remote:
@@ -49,3 +50,17 @@ def build_image(site: Site, recipe: str | catalog.Recipe, *, tag: str | None = N
         verify_push(remote, digest)
         ref = remote
     return BuildResult(ref=ref, digest=digest, size_bytes=size, seconds=time.monotonic() - start, cached=cached)
+
+
+def _build(site: Site, recipe: catalog.Recipe, local: str, builder: str, target: str | None, cache_dir: Path,
+           cache_from: str | None, cache_to: str | None, progress: Callable[[str], None]) -> None:
+    import platform
+    plat = target_platform(site.host.arch, platform.machine())
+    ensure_base_image(site, builder=builder, progress=progress)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="context-", dir=cache_dir) as ctx:
+        prepare_context(site, recipe, "docker", Path(ctx), cache_dir, progress)
+        secret = ca_bundle() if site.software.pip_cert_secret and builder != "ch-image" else None
+        stream(build_argv(builder, Path(ctx), local, target=target, secret=secret, cache_from=cache_from,
+                          cache_to=cache_to, platform=plat), progress,
+               f"{builder} build of {local}" + (f" for {plat} (emulated)" if plat else ""))

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import filecmp
+import hashlib
 import json
 import os
 import random
 import select
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +32,7 @@ from generator.model.site import Site
 from generator.suite.stats import Pair, Process
 from generator.recipe import catalog
 from generator.errors import GenRecipeError
+from generator.files import one_at_a_time
 from generator.images import context
 from generator.suite import sequential
 from generator.suite.metric import expected, metric
@@ -86,20 +89,32 @@ def bare_python(site: Site, recipe, cache: Path = Path("build") / "bare", *,
     the same torch wheel or index, the same pins, the distro's mpi4py through the system site
     packages), made from the interpreter running this suite (Debian's python3 for `local`, the one the
     images use). Reused when its spec has not changed. Returns its python; StepFailed names a failed step."""
-    import hashlib
-
-
     r = catalog.load(recipe)
     recipe = r.name
     spec = r.python(site)
     if spec is None:
         raise StepFailed(f"recipe {recipe} has no Python environment (python(site) gives None): the suite has no "
                          "bare twin to make; give the recipe a python(site) (generator.api)")
-    key = hashlib.sha256(repr(spec).encode()).hexdigest()[:12]
-    dest = (cache / f"{site.name}-{recipe}-{key}").absolute()
-    python = dest / "bin" / "python"
+    dest = twin_dir(site, r, spec, cache)
+    if (dest / ".complete").is_file():
+        return str(dest / "bin" / "python")
+    with one_at_a_time(cache / f".{dest.name}.lock"):        # a concurrent session may be making it
+        return _make_twin(site, r, spec, dest, cache, progress)
+
+
+def twin_dir(site: Site, r, spec, cache: Path) -> Path:
+    """Where the twin of `spec` lives: keyed by what it holds, not by the site, so two site files of one
+    machine (local and local-slurm: the same interpreter, the same MPI) share one twin."""
+    same = (repr(spec), str(Path(sys.executable).resolve()), site.mpi.flavour, site.mpi.version, site.mpi.install_path)
+    return (cache / f"{r.name}-{hashlib.sha256(repr(same).encode()).hexdigest()[:12]}").absolute()
+
+
+def _make_twin(site: Site, r, spec, dest: Path, cache: Path, progress) -> str:
+    recipe, python = r.name, dest / "bin" / "python"
     if (dest / ".complete").is_file():
         return str(python)
+    if dest.exists():                                   # a twin left half-made by an interrupted session
+        shutil.rmtree(dest)
     base = Path(sys.executable).resolve()          # through the suite's venv to the real interpreter
     progress(f"making the bare twin of the {recipe} image's environment in {dest}")
     LOGS.mkdir(parents=True, exist_ok=True)

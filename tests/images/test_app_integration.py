@@ -59,6 +59,7 @@ def test_app_launch_script_runs(app_image, tmp_path, run_env):
     assert last_json(done.stdout)["steps"] == 5
 
 
+@pytest.mark.measures          # ./scripts/test runs it alone, with the suite
 def test_suite_gives_a_verdict_for_the_apps_workload(app_image, run_env, tmp_path):
     """One runtime here (the three runtimes run above), a fixed 6 pairs: the suite measures the app's
     workload on both sides and records an honest verdict. Its statistics are the built-in workloads' (their

@@ -171,6 +171,22 @@ def test_second_build_is_a_cached_no_op(local_build, local_site, run_env):
     assert "exists: nothing to build" in proc.stderr   # no builder ran: nothing to time here
 
 
+def test_one_machines_two_site_images_share_one_unpacked_tree(local_build, local_site):
+    """local-slurm's pytorch image differs from local's only in its labels (useradd comes before them): the
+    same layers, so its Charliecloud directory is made as hard links to local's, not by a second export."""
+    from generator.model import site as site_mod
+
+    slurm = site_mod.load("local-slurm")
+    other = oci.build_image(slurm, "pytorch", cache_dir=CACHE)
+    assert other.ref != local_build.ref and convert.content_of(other.ref) == convert.content_of(local_build.ref)
+    first = Path(convert.runtime_image(local_site, local_build.ref, "charliecloud", cache_dir=CACHE / "images"))
+    second = Path(convert.runtime_image(slurm, other.ref, "charliecloud", cache_dir=CACHE / "images"))
+    assert first != second
+    for rel in ("usr/bin/python3.11", "ch/environment", "opt/workloads/workloads/registry.py"):
+        assert (second / rel).samefile(first / rel), rel
+    assert convert.unpacked(slurm, other.ref, cache_dir=CACHE / "images") == second     # what --export tars
+
+
 class _RewritingProxy(http.server.BaseHTTPRequestHandler):
     """A registry front that stores pushes unchanged but serves every manifest with one byte more:
     the pushed digest can then not be read back."""

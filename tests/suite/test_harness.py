@@ -131,3 +131,23 @@ def test_bare_twins_share_identical_large_files(tmp_path):
     assert not (new / "small.py").samefile(old / "small.py")
     assert (new / "link.so").is_symlink() and not list(new.rglob(".*.link"))
     assert harness.link_duplicates(new, [old], min_size=1024) == 0          # already shared: nothing more
+
+
+def test_one_machines_site_files_share_a_bare_twin(tmp_path):
+    """twin_dir: keyed by what the twin holds (the spec, the interpreter, the site's MPI), not by the site's
+    name: `local` and `local-slurm` (one machine) share one; another MPI or another spec gets its own."""
+    import dataclasses
+
+    from generator.model import site as site_mod
+    from generator.recipe import catalog
+
+    def where(s, recipe="pytorch"):
+        r = catalog.load(recipe)
+        return harness.twin_dir(s, r, r.python(s), tmp_path)
+
+    local, slurm, frontier = (site_mod.load(n) for n in ("local", "local-slurm", "frontier"))
+    assert where(local) == where(slurm) and where(local).parent == tmp_path
+    assert where(local).name.startswith("pytorch-") and where(local, "llm").name.startswith("llm-")
+    assert len({where(local), where(local, "llm"), where(frontier)}) == 3
+    other_mpi = dataclasses.replace(local, mpi=dataclasses.replace(local.mpi, version="4.1.5"))
+    assert where(other_mpi) != where(local)

@@ -193,6 +193,10 @@ class finish(bb_base):  # noqa: N801
                  env: Mapping[str, str] | None = None, workdir: str = "",
                  app_labels: Mapping[str, str] | None = None) -> None:
         super().__init__()
+        if docker():
+            # Apptainer runs as the calling user; Docker-style runtimes get an unprivileged one. Made before the
+            # labels: one site's image and another's that differ only in labels then share every layer.
+            self += shell(commands=[f"useradd --create-home --uid 10001 --user-group {shlex.quote(user)}"])
         self += label(metadata=dict(sorted(labels.items())))
         if app_labels:
             self += raw(docker="LABEL " + " \\\n    ".join(f"{k}={_quoted(v)}" for k, v in app_labels.items()),
@@ -203,8 +207,6 @@ class finish(bb_base):  # noqa: N801
         if workdir and docker():
             self += raw(docker=f"WORKDIR {workdir}")
         if docker():
-            # Apptainer runs as the calling user; Docker-style runtimes get an unprivileged one.
-            self += shell(commands=[f"useradd --create-home --uid 10001 --user-group {shlex.quote(user)}"])
             self += raw(docker="USER 10001:10001")
         cd = f"cd {shlex.quote(workdir)} || exit 1\n    " if workdir else ""
         self += raw(docker="CMD " + json.dumps(list(command)),

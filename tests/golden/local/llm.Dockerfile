@@ -63,11 +63,11 @@ RUN find /usr/local -path '/usr/local/ollama' -prune -o -path '/usr/local/cuda' 
     awk -v ok='^(libcuda\\.so\\.1|libnvidia-ml\\.so\\.1)$' '/^\/.*:$/ { f = substr($0, 1, length($0) - 1) } ($2 == "=>" && $3 == "not" && $1 !~ ok) { print "not in the image: " $1 ", needed by " f; bad = 1 } END { exit bad }' /var/tmp/gen-recipe-ldd.txt && \
     rm -f /var/tmp/gen-recipe-ldd.files /var/tmp/gen-recipe-ldd.txt /var/tmp/gen-recipe-ldd.cache
 
+RUN useradd --create-home --uid 10001 --user-group app
 LABEL io.github.gen-recipe.mpi-mode=hybrid \
     io.github.gen-recipe.recipe=llm \
     io.github.gen-recipe.site=local \
     io.github.gen-recipe.version=0.1.0 \
     org.opencontainers.image.title=llm-local
-RUN useradd --create-home --uid 10001 --user-group app
 USER 10001:10001
 CMD ["python3", "-m", "workloads"]

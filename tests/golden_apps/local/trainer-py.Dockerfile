@@ -67,6 +67,7 @@ RUN find /usr/local -path '/usr/local/ollama' -prune -o -path '/usr/local/cuda' 
     awk -v ok='^(libcuda\\.so\\.1|libnvidia-ml\\.so\\.1)$' '/^\/.*:$/ { f = substr($0, 1, length($0) - 1) } ($2 == "=>" && $3 == "not" && $1 !~ ok) { print "not in the image: " $1 ", needed by " f; bad = 1 } END { exit bad }' /var/tmp/gen-recipe-ldd.txt && \
     rm -f /var/tmp/gen-recipe-ldd.files /var/tmp/gen-recipe-ldd.txt /var/tmp/gen-recipe-ldd.cache
 
+RUN useradd --create-home --uid 10001 --user-group app
 LABEL io.github.gen-recipe.mpi-mode=hybrid \
     io.github.gen-recipe.recipe=trainer-py \
     io.github.gen-recipe.site=local \
@@ -75,6 +76,5 @@ LABEL io.github.gen-recipe.mpi-mode=hybrid \
 LABEL org.opencontainers.image.description="Two-spirals MLP trainer"
 ENV OMP_NUM_THREADS="1"
 WORKDIR /opt/trainer
-RUN useradd --create-home --uid 10001 --user-group app
 USER 10001:10001
 CMD ["python3", "/opt/trainer/train.py", "--threads", "2"]
