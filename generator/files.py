@@ -71,7 +71,8 @@ def _locked(folders: list[Path]) -> Iterator[None]:
 def one_at_a_time(lock_file: Path, waiting=None) -> Iterator[None]:
     """Wait for, then hold, an exclusive lock on `lock_file` (created when missing): concurrent runs
     that fill one shared cache (the base image, a wheel, udocker's repository, the builder's layers)
-    take turns. `waiting()` is called once if another run holds it."""
+    take turns. `waiting()` is called once if another run holds it. Not re-entrant: taking the same lock
+    again inside the block waits forever."""
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o600)
     try:

@@ -9,15 +9,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-# ./scripts/test runs tests/ on two pytest-xdist workers. The tests that build or run images (the `local`
-# pytorch image, the app images) or the minicluster go to one worker together, in file order: one build
-# after another (their shared steps become shared layers), one cluster. Every other test goes to
-# whichever worker is free. (xdist's own `xdist_group` marks do not group under pytest 9: the scheduler
-# below groups by path instead.)
+# ./scripts/test runs tests/ on two pytest-xdist workers. The tests under tests/images/ and tests/dev/ (the
+# `local` pytorch image, the app images, the minicluster) go to one worker together, in file order: one
+# cluster, and builds one after another. Every other test goes to whichever worker is free, including the
+# few elsewhere that build (tests/workloads/test_llm_image.py, tests/lint's build checks): a build waits
+# for the machine's build lock (oci.build_image), so shared steps still become shared layers. xdist's own
+# `xdist_group` marks do not group under pytest 9: the scheduler below groups by path instead.
 XDIST_GROUPS = ("tests/images/", "tests/dev/")
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)      # a pytest without xdist ignores it
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") != "load":          # another --dist asked for: xdist's own
         return None

@@ -29,7 +29,8 @@ def ensure_base_image(site: Site, *, builder: str = "podman", progress: Callable
         if not image.startswith("localhost/") or succeeds(exists_argv(store, image)):
             continue
         lock = Path(tempfile.gettempdir()) / f"gen-recipe-{os.getuid()}-base-{re.sub(r'[^A-Za-z0-9_.-]', '-', image)}.lock"
-        with one_at_a_time(lock):               # a concurrent run may be making it: wait, then look again
+        said = f"waiting for another gen-recipe run making {image}"
+        with one_at_a_time(lock, lambda said=said: progress(said)):
             if not succeeds(exists_argv(store, image)):
                 _make_base(site, image, store, progress)
     return site.base.devel

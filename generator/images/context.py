@@ -45,7 +45,8 @@ def fetch_wheel(site: Site, cache_dir: Path, progress: Callable[[str], None]) ->
     path = cache_dir / "wheels" / wheel
     if path.is_file():
         return path
-    with one_at_a_time(path.parent / ".lock"):       # a concurrent build may be fetching it: wait, look again
+    with one_at_a_time(path.parent / ".lock",        # a concurrent build may be fetching it: wait, look again
+                       lambda: progress(f"waiting for another gen-recipe run fetching {wheel}")):
         if not path.is_file():
             with tempfile.TemporaryDirectory(prefix=".download-", dir=path.parent) as tmp:   # never a partial wheel
                 stream(wheel_argv(wheel, Path(tmp)), progress, f"download {wheel}")

@@ -88,23 +88,35 @@ def charliecloud_dir(ref: str, dest: Path, progress: Progress) -> str:
         return str(dest)
     need("podman", f"unpack {ref} for ch-run")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    content = content_of(ref)
-    same = [d for d in dest.parent.iterdir()                   # not a half-made one (".name.*")
-            if d != dest and not d.name.startswith(".") and _read(d / "ch" / CONTENT) == content]
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
-        if same:
-            progress(f"{ref} holds what {same[0].name} holds: hard-linking it into {dest}")
-            tmp.rmdir()
-            quiet(("cp", "-a", "--link", str(same[0]), str(tmp)), f"hard-link {same[0]} to {dest}")
-        else:
-            _unpack(ref, tmp, content, progress, dest)
-        if dest.exists():
-            shutil.rmtree(dest)
-        tmp.rename(dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    with one_at_a_time(dest.parent / f".{dest.name}.lock",
+                       lambda: progress(f"waiting for another run unpacking {ref} into {dest}")):
+        if (dest / "ch" / "environment").is_file():         # made meanwhile
+            return str(dest)
+        content = content_of(ref)
+        same = [d for d in sorted(dest.parent.iterdir())      # not a half-made or a dropped one (".name.*")
+                if d != dest and not d.name.startswith(".") and _read(d / "ch" / CONTENT) == content]
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+        try:
+            linked = False
+            if same:
+                progress(f"{ref} holds what {same[0].name} holds: hard-linking it into {dest}")
+                tmp.rmdir()
+                try:
+                    quiet(("cp", "-a", "--link", str(same[0]), str(tmp)), f"hard-link {same[0]} to {dest}")
+                    linked = _read(tmp / "ch" / CONTENT) == content
+                except BuildFailed as exc:                  # the tree went away meanwhile: unpack instead
+                    progress(f"{exc}; unpacking instead")
+                if not linked:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    tmp.mkdir()
+            if not linked:
+                _unpack(ref, tmp, content, progress, dest)
+            if dest.exists():                                    # half-made by an interrupted run
+                shutil.rmtree(dest)
+            tmp.rename(dest)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
     return str(dest)
 
 
@@ -124,6 +136,16 @@ def _unpack(ref: str, tmp: Path, content: str, progress: Progress, dest: Path) -
     (tmp / "ch").mkdir(exist_ok=True)
     (tmp / "ch" / "environment").write_text(env)
     (tmp / "ch" / CONTENT).write_text(content)
+
+
+def _drop_dir(path: Path) -> None:
+    """Remove an unpacked image: renamed to a dot name first, so no run takes it as a tree to link from
+    while it goes (a copy already under way then fails and unpacks instead)."""
+    if not path.exists():
+        return
+    gone = path.with_name(f".{path.name}.dropped-{os.getpid()}")
+    path.rename(gone)
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def _read(path: Path) -> str | None:
@@ -153,7 +175,7 @@ def _udocker_container(ref: str, name: str, cache_dir: Path, progress: Progress)
     u, env = _udocker(cache_dir)
     home = Path(env["UDOCKER_DIR"])
     # one load at a time in a repository: images that share layers would write the same layer files
-    with one_at_a_time(home / ".gen-recipe.lock"):
+    with one_at_a_time(home / ".gen-recipe.lock", lambda: progress(f"waiting for another udocker load into {home}")):
         return _udocker_load(ref, name, u, env, home, cache_dir, progress)
 
 
@@ -200,7 +222,7 @@ def _udocker_rm(name: str, cache_dir: Path) -> None:
 CONVERTERS: Mapping[str, Converter] = {
     "directory": Converter(name=lambda ref, cache_dir: str(cache_dir / _safe_name(ref)),
                            make=lambda ref, name, cache_dir, progress: charliecloud_dir(ref, Path(name), progress),
-                           drop=lambda name, cache_dir: shutil.rmtree(name, ignore_errors=True)),
+                           drop=lambda name, cache_dir: _drop_dir(Path(name))),
     "container": Converter(name=lambda ref, cache_dir: _safe_name(ref).replace(".", "_"),   # udocker refuses '.' in names
                            make=_udocker_container, drop=_udocker_rm),
 }

@@ -98,7 +98,8 @@ def bare_python(site: Site, recipe, cache: Path = Path("build") / "bare", *,
     dest = twin_dir(site, r, spec, cache)
     if (dest / ".complete").is_file():
         return str(dest / "bin" / "python")
-    with one_at_a_time(cache / f".{dest.name}.lock"):        # a concurrent session may be making it
+    with one_at_a_time(cache / f".{dest.name}.lock",         # a concurrent session may be making it
+                       lambda: progress(f"waiting for another session making the bare twin {dest}")):
         return _make_twin(site, r, spec, dest, cache, progress)
 
 

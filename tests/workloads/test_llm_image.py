@@ -1,7 +1,7 @@
 """The llm image of `local` and its bare twin, made as the portability suite makes them, run the same stack.
 
-./scripts/test runs this file in its parallel part (on whichever worker is free, after the `pytorch`
-image's build, which it waits for and whose layers it shares): the image, its Charliecloud directory, its
+./scripts/test runs this file in its parallel part (on whichever worker is free; its build takes the
+machine's build lock in turn with the `pytorch` image's, usually after it, and shares its layers): the image, its Charliecloud directory, its
 udocker container and its bare twin are then what `pytest suites/` reuses (content-hashed tags and
 names), instead of making them in the part that runs alone.
 """
