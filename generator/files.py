@@ -67,6 +67,12 @@ def _locked(folders: list[Path]) -> Iterator[None]:
         yield
 
 
+def machine_lock(name: str) -> Path:
+    """The lock file of `name` for this user on this machine (under $TMPDIR, /tmp by default)."""
+    safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in name)
+    return Path(tempfile.gettempdir()) / f"gen-recipe-{os.getuid()}-{safe}.lock"
+
+
 @contextlib.contextmanager
 def one_at_a_time(lock_file: Path, waiting=None) -> Iterator[None]:
     """Wait for, then hold, an exclusive lock on `lock_file` (created when missing): concurrent runs

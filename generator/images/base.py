@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from generator.files import one_at_a_time
+from generator.files import machine_lock, one_at_a_time
 from generator.model.site import Site
 from generator.images.builders import exists_argv
 from generator.images.process import ToolMissing, need, stderr_progress, stream, succeeds
@@ -28,9 +26,8 @@ def ensure_base_image(site: Site, *, builder: str = "podman", progress: Callable
     for image in dict.fromkeys((site.base.devel, site.base.runtime)):
         if not image.startswith("localhost/") or succeeds(exists_argv(store, image)):
             continue
-        lock = Path(tempfile.gettempdir()) / f"gen-recipe-{os.getuid()}-base-{re.sub(r'[^A-Za-z0-9_.-]', '-', image)}.lock"
         said = f"waiting for another gen-recipe run making {image}"
-        with one_at_a_time(lock, lambda said=said: progress(said)):
+        with one_at_a_time(machine_lock(f"base-{image}"), lambda said=said: progress(said)):
             if not succeeds(exists_argv(store, image)):
                 _make_base(site, image, store, progress)
     return site.base.devel

@@ -97,19 +97,9 @@ def charliecloud_dir(ref: str, dest: Path, progress: Progress) -> str:
                 if d != dest and not d.name.startswith(".") and _read(d / "ch" / CONTENT) == content]
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
         try:
-            linked = False
             if same:
                 progress(f"{ref} holds what {same[0].name} holds: hard-linking it into {dest}")
-                tmp.rmdir()
-                try:
-                    quiet(("cp", "-a", "--link", str(same[0]), str(tmp)), f"hard-link {same[0]} to {dest}")
-                    linked = _read(tmp / "ch" / CONTENT) == content
-                except BuildFailed as exc:                  # the tree went away meanwhile: unpack instead
-                    progress(f"{exc}; unpacking instead")
-                if not linked:
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    tmp.mkdir()
-            if not linked:
+            if not (same and _link_copy(same[0], tmp, content, progress)):
                 _unpack(ref, tmp, content, progress, dest)
             if dest.exists():                                    # half-made by an interrupted run
                 shutil.rmtree(dest)
@@ -118,6 +108,20 @@ def charliecloud_dir(ref: str, dest: Path, progress: Progress) -> str:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return str(dest)
+
+
+def _link_copy(tree: Path, tmp: Path, content: str, progress: Progress) -> bool:
+    """`tree` into the empty folder `tmp` as hard links; False (and `tmp` empty again) when the copy failed
+    or came out without `tree`'s record (the tree went away meanwhile: unpack instead)."""
+    try:
+        quiet(("cp", "-a", "--link", f"{tree}/.", str(tmp)), f"hard-link {tree}")
+        if _read(tmp / "ch" / CONTENT) == content:
+            return True
+    except BuildFailed as exc:
+        progress(f"{exc}; unpacking instead")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    return False
 
 
 def _unpack(ref: str, tmp: Path, content: str, progress: Progress, dest: Path) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from generator.files import one_at_a_time
+from generator.files import machine_lock, one_at_a_time
 from generator.recipe import catalog
 from generator.model.site import Site
 from generator.images.base import ensure_base_image
@@ -31,18 +30,16 @@ def build_image(site: Site, recipe: str | catalog.Recipe, *, tag: str | None = N
     remote = push_target(site, local, push, registry)
     builder = find_builder("docker", builder)
     cached = succeeds(exists_argv(builder, local))
-    if cached:
-        progress(f"{local} exists: nothing to build")
-    else:
+    if not cached:
         # One build at a time per user and builder on this machine: images that share steps (every recipe's
         # apt and Python layers) then share their layers, which concurrent builds would each make anew.
-        lock = Path(tempfile.gettempdir()) / f"gen-recipe-{os.getuid()}-{Path(builder).name}-build.lock"
+        lock = machine_lock(f"{Path(builder).name}-build")
         with one_at_a_time(lock, lambda: progress(f"waiting for another gen-recipe build on this machine ({lock})")):
             cached = succeeds(exists_argv(builder, local))           # that build may have been this one
-            if cached:
-                progress(f"{local} exists: nothing to build")
-            else:
+            if not cached:
                 _build(site, recipe, local, builder, target, cache_dir, cache_from, cache_to, progress)
+    if cached:
+        progress(f"{local} exists: nothing to build")
     size, digest = inspect_local(builder, local)
     ref = local
     if remote:

@@ -1,13 +1,14 @@
 """The llm image of `local` and its bare twin, made as the portability suite makes them, run the same stack.
 
 ./scripts/test runs this file in its parallel part (on whichever worker is free; its build takes the
-machine's build lock in turn with the `pytorch` image's, usually after it, and shares its layers): the image, its Charliecloud directory, its
-udocker container and its bare twin are then what `pytest suites/` reuses (content-hashed tags and
-names), instead of making them in the part that runs alone.
+machine's build lock in turn with the `pytorch` image's, usually after it, and shares its layers): the
+image, its Charliecloud directory, its udocker container and its bare twin are then what `pytest suites/`
+reuses (content-hashed tags and names), instead of making them in the part that runs alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 
@@ -42,8 +43,7 @@ def test_llm_image_and_its_bare_twin_run_the_same_stack(local, monkeypatch):
                             interactive=True)
     bare = harness.bare_side(local, python, opts.mode, {"WORKLOADS_CPUS": "0"})
     cont = harness.container_side(local, "charliecloud", images["charliecloud"], opts)
-    size = WORKLOADS["llm"].cpu
-    comp = harness.compare(bare, cont, "llm", type(size)(size.args, chunks=1, steps=1), 1)
+    comp = harness.compare(bare, cont, "llm", dataclasses.replace(WORKLOADS["llm"].cpu, chunks=1, steps=1), 1)
     assert len(comp.pairs) == 1
     pair = comp.pairs[0]
     assert pair.bare.speed() > 0 and pair.container.speed() > 0
