@@ -13,13 +13,24 @@ from collections.abc import Iterable
 
 # Characters that break a line or drive a terminal: control characters and the Unicode line separators.
 UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# What a terminal must never receive from an echoed value: the above and the bidirectional overrides and
+# isolates that reorder what the reader sees (U+202A..U+202E, U+2066..U+2069).
+UNSAFE_FOR_TERMINAL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 MAX_MESSAGE = 1000
+
+
+def shown(value: object) -> str:
+    """A value (a file name, a field of a results file, a line of someone's file) as the terminal may show
+    it inside gen-recipe's own output: every control, escape or bidirectional character as an escape, so
+    it can neither end a line early nor drive the terminal. The one helper for every echoed string."""
+    text = value if isinstance(value, str) else str(value)
+    return UNSAFE_FOR_TERMINAL.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 def one_line(text: str) -> str:
     """`text` safe to print as one line of a terminal: control characters (newlines, escape codes)
     shown as escapes, at most MAX_MESSAGE characters."""
-    text = UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
+    text = shown(text)
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 3] + "..."
 
 

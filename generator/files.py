@@ -1,4 +1,9 @@
-"""Safe writes, shared by every command that writes (no hpccm, no site model).
+"""The one read path and the one write path of every command (no hpccm, no site model).
+
+`read_text(path, what)` / `read_bytes(...)` read an input (site, app, requirements, recipe, lint and
+report files): it must be a regular file (a FIFO, device or directory is refused before any byte is
+read, so nothing blocks), of bounded size, and (for text) UTF-8; `inside(folder, rel, what)` keeps a
+path inside the folder it belongs to after resolving `..` and links.
 
 `write_set({path: text})` writes a whole set of files so that readers and an interrupted run see the
 old set or the new one, never a mix: every file is first written and synced beside its target, then all
@@ -21,7 +26,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from generator.errors import GenRecipeError, UsageError
+from generator.errors import GenRecipeError, UsageError, shown
 
 
 class WriteFailed(GenRecipeError):
@@ -30,24 +35,74 @@ class WriteFailed(GenRecipeError):
     exit_code = 2
 
 
-def _target(path: Path, follow_symlinks: bool) -> tuple[Path, int | None]:
-    """The file to replace (a symlink's target when following) and the mode to keep (None: new file)."""
+MAX_INPUT = 1 << 20        # inputs are pages of text; larger ones are refused before they are read
+
+
+def read_bytes(path: Path | str, what: str, *, max_bytes: int = MAX_INPUT) -> bytes:
+    """The bytes of the input file `path` (`what` names it in messages: "site file", "report input"): a
+    regular file of at most `max_bytes`, checked on the open descriptor before reading (O_NONBLOCK: a FIFO
+    does not block the open)."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise UsageError(f"{shown(path)}: cannot read {what}: {exc.strerror} (check the path)") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) \
+                else "a device or special file"
+            raise UsageError(f"{shown(path)}: {kind}, not a regular file (give the {what} itself)")
+        if st.st_size > max_bytes:
+            raise UsageError(f"{shown(path)}: {st.st_size} bytes is too large for a {what} (at most {max_bytes})")
+        try:
+            data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise UsageError(f"{shown(path)}: cannot read {what}: {exc.strerror}") from None
+    if len(data) > max_bytes:
+        raise UsageError(f"{shown(path)}: too large for a {what} (at most {max_bytes} bytes)")
+    return data
+
+
+def read_text(path: Path | str, what: str, *, max_bytes: int = MAX_INPUT) -> str:
+    """The UTF-8 text of the input file `path` (see `read_bytes`)."""
+    try:
+        return read_bytes(path, what, max_bytes=max_bytes).decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{shown(path)}: not a UTF-8 text file (a {what} is text)") from None
+
+
+def inside(folder: Path | str, rel: str, what: str) -> Path:
+    """`folder / rel`, refused unless it stays inside `folder` once `..` and links are resolved."""
+    folder = Path(folder)
+    target = folder / rel
+    if Path(rel).is_absolute() or ".." in Path(rel).parts:
+        raise UsageError(f"{shown(target)}: a {what} must be a relative path inside {shown(folder)}")
+    real, base = target.resolve(), folder.resolve()
+    if real != base and base not in real.parents:
+        raise UsageError(f"{shown(target)}: leads outside {shown(folder)} (a link?): copy the {what} into that folder")
+    return target
+
+
+def _target(path: Path, follow_symlinks: bool, flag: str | None = "--follow-symlinks") -> tuple[Path, int | None]:
+    """The file to replace (a symlink's target when following) and the mode to keep (None: new file).
+    `flag`: the option that lets this command follow links (None: it has none), for the message."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return path, None
     except OSError as exc:
-        raise WriteFailed(f"cannot write {path}: {exc.strerror}") from None
+        raise WriteFailed(f"cannot write {shown(path)}: {exc.strerror}") from None
     if stat.S_ISLNK(st.st_mode):
         if not follow_symlinks:
-            raise UsageError(f"{path} is a symbolic link: not replaced (pass --follow-symlinks to write to "
-                             f"{os.readlink(path)}, or remove the link)")
-        return _target(Path(os.path.realpath(path)), follow_symlinks=False)
+            how = f"pass {flag} to write to {shown(os.readlink(path))}, or remove the link" if flag else "remove the link"
+            raise UsageError(f"{shown(path)} is a symbolic link: not replaced ({how})")
+        return _target(Path(os.path.realpath(path)), follow_symlinks=False, flag=flag)
     if not stat.S_ISREG(st.st_mode):
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a device or special file"
-        raise UsageError(f"{path} is {kind}, not a regular file: not replaced (choose another --out)")
+        raise UsageError(f"{shown(path)} is {kind}, not a regular file: not replaced (write elsewhere)")
     if st.st_nlink > 1:
-        raise UsageError(f"{path} has {st.st_nlink - 1} other hard link(s): replacing it would leave them stale "
+        raise UsageError(f"{shown(path)} has {st.st_nlink - 1} other hard link(s): replacing it would leave them stale "
                          "(remove the other links, or write elsewhere)")
     return path, stat.S_IMODE(st.st_mode)
 
@@ -104,6 +159,22 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def _no_linked_folder(folder: Path, root: Path | None, flag: str | None) -> None:
+    """Every folder from `root` (excluded) down to `folder` is a real directory or missing, not a link:
+    `--out out` must not write into /etc through `out/local -> /etc`."""
+    if root is None:
+        return
+    root, folder = Path(os.path.abspath(root)), Path(os.path.abspath(folder))
+    if folder != root and root not in folder.parents:
+        return
+    for part in [folder, *folder.parents]:
+        if part == root:
+            break
+        if part.is_symlink():
+            how = f"pass {flag} to write through it, or remove the link" if flag else "remove the link"
+            raise UsageError(f"{shown(part)} is a symbolic link to a folder: not written through ({how})")
+
+
 def _mkdirs(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -113,9 +184,16 @@ def _mkdirs(folder: Path) -> None:
         raise WriteFailed(f"cannot create {folder}: {exc.strerror}") from None
 
 
-def write_set(texts: Mapping[Path, str], *, mode: int = 0o644, follow_symlinks: bool = False) -> None:
-    """Write every `path: text` of `texts` as one set (see the module's docstring). New files get `mode`."""
-    targets = {Path(p): _target(Path(p), follow_symlinks) for p in texts}
+def write_set(texts: Mapping[Path, str | bytes], *, mode: int = 0o644, follow_symlinks: bool = False,
+              root: Path | None = None, flag: str | None = "--follow-symlinks") -> None:
+    """Write every `path: text` (str: UTF-8 text, bytes: as they are) of `texts` as one set (see the module's
+    docstring); every check is made before the first byte is written. New files get `mode`. `root`: the
+    output folder the command was given, below which no folder may be a link unless `follow_symlinks`;
+    `flag`: the option that allows links (None for a command that has none), named in the refusals."""
+    if not follow_symlinks:
+        for p in texts:
+            _no_linked_folder(Path(p).parent, root, flag)
+    targets = {Path(p): _target(Path(p), follow_symlinks, flag) for p in texts}
     for real, _ in targets.values():
         _mkdirs(real.parent)
     temps: dict[Path, Path] = {}
@@ -124,8 +202,9 @@ def write_set(texts: Mapping[Path, str], *, mode: int = 0o644, follow_symlinks: 
             for path, (real, keep) in targets.items():
                 fd, tmp = tempfile.mkstemp(prefix=f".{real.name[:100]}.", suffix=".tmp", dir=real.parent)
                 temps[real] = Path(tmp)
-                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-                    fh.write(texts[path])
+                data = texts[path]
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data if isinstance(data, bytes) else data.encode("utf-8"))
                     fh.flush()
                     os.fsync(fh.fileno())
                 os.chmod(tmp, mode if keep is None else keep)
@@ -135,13 +214,14 @@ def write_set(texts: Mapping[Path, str], *, mode: int = 0o644, follow_symlinks: 
                 temps.clear()
         except OSError as exc:
             what = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror
-            raise WriteFailed(f"cannot write {exc.filename or next(iter(targets))}: {what}") from None
+            raise WriteFailed(f"cannot write {shown(exc.filename or next(iter(targets)))}: {what}") from None
         finally:
             for tmp in temps.values():
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
 
 
-def write_atomic(path: Path, text: str, *, mode: int = 0o644, follow_symlinks: bool = False) -> None:
+def write_atomic(path: Path, text: str | bytes, *, mode: int = 0o644, follow_symlinks: bool = False,
+                 root: Path | None = None, flag: str | None = "--follow-symlinks") -> None:
     """Write `text` to `path` so that readers see the old file or the new one, never a part."""
-    write_set({Path(path): text}, mode=mode, follow_symlinks=follow_symlinks)
+    write_set({Path(path): text}, mode=mode, follow_symlinks=follow_symlinks, root=root, flag=flag)
