@@ -14,8 +14,9 @@ from collections.abc import Iterable
 # Characters that break a line or drive a terminal: control characters and the Unicode line separators.
 UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # What a terminal must never receive from an echoed value: the above and the bidirectional overrides and
-# isolates that reorder what the reader sees (U+202A..U+202E, U+2066..U+2069).
-UNSAFE_FOR_TERMINAL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# isolates that reorder what the reader sees (U+202A..U+202E, U+2066..U+2069), and lone surrogates (bytes
+# that were not UTF-8, as os.fsdecode keeps them).
+UNSAFE_FOR_TERMINAL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 MAX_MESSAGE = 1000
 
 

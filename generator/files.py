@@ -47,12 +47,13 @@ def read_bytes(path: Path | str, what: str, *, max_bytes: int = MAX_INPUT) -> by
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise UsageError(f"{shown(path)}: cannot read {what}: {exc.strerror} (check the path)") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):      # before fdopen, which refuses a directory with an OSError of its own
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) \
+            else "a device or special file"
+        raise UsageError(f"{shown(path)}: {kind}, not a regular file (give the {what} itself)")
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) \
-                else "a device or special file"
-            raise UsageError(f"{shown(path)}: {kind}, not a regular file (give the {what} itself)")
         if st.st_size > max_bytes:
             raise UsageError(f"{shown(path)}: {st.st_size} bytes is too large for a {what} (at most {max_bytes})")
         try:
@@ -170,7 +171,7 @@ def _no_linked_folder(folder: Path, root: Path | None, flag: str | None) -> None
     for part in [folder, *folder.parents]:
         if part == root:
             break
-        if part.is_symlink():
+        if os.path.islink(part):
             how = f"pass {flag} to write through it, or remove the link" if flag else "remove the link"
             raise UsageError(f"{shown(part)} is a symbolic link to a folder: not written through ({how})")
 

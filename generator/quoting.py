@@ -4,7 +4,7 @@ safe whatever they hold.
 
 - `word`: a shell word (`$NAME`/`${NAME}` stay host-variable references, everything else literal);
 - `line`: argv as one shell command line; `name`: an environment variable name (refused otherwise);
-- `comment`: one `#` comment line; `heredoc_marker`: a here-document delimiter the text cannot end early.
+- `comment`: one `#` comment line (or scheduler directive); `heredoc_marker`: a here-document delimiter the text cannot end early.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 import shlex
 from collections.abc import Sequence
 
-from generator.errors import UNPRINTABLE, UsageError
+from generator.errors import UNSAFE_FOR_TERMINAL, UsageError
 
 _SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -45,9 +45,11 @@ def name(s: str) -> str:
     return s
 
 
-def comment(text: str) -> str:
-    """`text` as one shell comment line, whatever it holds."""
-    return "# " + re.sub(f"(?:{UNPRINTABLE.pattern})+", " ", text)
+def comment(text: str, mark: str = "# ") -> str:
+    """`text` as one shell comment line starting with `mark` ("#SBATCH " for a scheduler directive), whatever
+    it holds: line breaks, control, escape and bidirectional characters become a space, so nothing ends
+    the line early or drives the terminal that shows the script."""
+    return mark + re.sub(f"(?:{UNSAFE_FOR_TERMINAL.pattern}|[\ud800-\udfff])+", " ", text)
 
 
 def heredoc_marker(text: str) -> str:

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from generator.model import site as site_mod
-from generator.errors import UsageError
+from generator.errors import UsageError, shown
 from generator.images.builders import OCI_BUILDERS, SIF_BUILDERS
 from generator.images.oci import build_image
 from generator.images.sif import build_sif
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         if args.push or args.tag or args.target or args.out:
             raise UsageError("--export writes one file: leave out --push, --tag, --target and --out")
         done = export_image(site, args.recipe, args.export, builder=args.builder)
-        print(f"exported: {done.path} ({_size(done.size_bytes)}), sha256 {done.sha256} in {done.path.name}.sha256; "
+        print(f"exported: {shown(done.path)} ({_size(done.size_bytes)}), sha256 {done.sha256} in {shown(done.path.name)}.sha256; "
               f"copy both to the site")
         return 0
     if args.format == "apptainer":

@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from generator import __version__, files
-from generator.errors import CheckFailed
+from generator.errors import CheckFailed, UsageError, shown
 from generator.model import site as site_mod
 from generator.recipe import catalog, explain, render
 from generator.recipe.context import FORMATS
@@ -41,13 +42,13 @@ def list_sites() -> int:
         s = site_mod.load(name)
         aliases = sorted(a for a, n in names.items() if n == name and a != name)
         suffix = f" (alias: {', '.join(aliases)})" if aliases else ""
-        print(f"{name:<12} {s.description}{suffix}")
+        print(f"{name:<12} {shown(s.description)}{suffix}")
     return 0
 
 
 def list_recipes() -> int:
     for name in catalog.names():
-        print(f"{name:<10} {catalog.describe(catalog.load(name))}")
+        print(f"{name:<10} {shown(catalog.describe(catalog.load(name)))}")
     return 0
 
 
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if "/" not in args.site and not args.site.endswith(".toml") and Path(args.site).is_file():
         print(f"gen-recipe: note: --site {args.site} is the shipped site; the file {args.site} here is "
               f"not read (say ./{args.site} for it)", file=sys.stderr)
-    recipes = [catalog.load(spec) for spec in (args.recipe or catalog.names())]   # unknown ones fail before any work
+    recipes = catalog.load_all(args.recipe or catalog.names())   # unknown ones fail before any work
     if args.explain:
         print(explain.explain(site, [r.spec for r in recipes]))
         return 0
@@ -70,26 +71,28 @@ def run(args: argparse.Namespace) -> int:
         stale = []
         for rel, text in texts.items():
             path = args.out / rel
-            current = path.read_text(encoding="utf-8") if path.is_file() else None
-            if current != text:
-                stale.append(f"{path} ({'missing' if current is None else 'differs'})")
+            if _current(path, follow_symlinks=True) != text:
+                stale.append(f"{shown(path)} ({'differs' if os.path.lexists(path) else 'missing'})")
         if stale:
             raise CheckFailed(f"{len(stale)} of {len(texts)} files are not what gen-recipe would generate: "
-                              + ", ".join(stale) + f" (regenerate: gen-recipe --site {site.name} --out {args.out})")
+                              + ", ".join(stale) + f" (regenerate: gen-recipe --site {site.name} --out {shown(args.out)})")
         if not args.quiet:
-            print(f"{len(texts)} files up to date under {args.out / site.name}")
+            print(f"{len(texts)} files up to date under {shown(args.out / site.name)}")
         return 0
     changed = {args.out / rel: text for rel, text in texts.items() if _current(args.out / rel) != text}
-    files.write_set(changed, follow_symlinks=args.follow_symlinks)
+    files.write_set(changed, follow_symlinks=args.follow_symlinks, root=args.out)
     if not args.quiet:
         for rel in texts:
-            print(f"{args.out / rel}{'' if args.out / rel in changed else ' (unchanged)'}")
+            print(f"{shown(args.out / rel)}{'' if args.out / rel in changed else ' (unchanged)'}")
     return 0
 
 
-def _current(path: Path) -> str | None:
-    """The text of a regular file at `path`, or None (missing, not a regular file, not text)."""
+def _current(path: Path, follow_symlinks: bool = False) -> str | None:
+    """The text of a regular file at `path` through the one read path (a FIFO or device never blocks), or None
+    (missing, a link unless `follow_symlinks`, not a regular file, not UTF-8 text, too large)."""
+    if path.is_symlink() and not follow_symlinks:
+        return None
     try:
-        return path.read_text(encoding="utf-8") if path.is_file() and not path.is_symlink() else None
-    except (OSError, UnicodeDecodeError):
+        return files.read_text(path, "generated file")
+    except UsageError:
         return None

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from dataclasses import replace
 from pathlib import Path
 
 from workloads.registry import NAMES as WORKLOADS
 
-from generator.errors import UsageError
+from generator.errors import UsageError, shown
 from generator.files import write_atomic
 from generator.model import site as site_mod
 from generator.recipe import catalog, payload
-from generator.run.launch import Job, script
+from generator.run.launch import Job, check_job, script
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,8 +62,6 @@ def count(least: int):
 
 
 def job_from_args(args: argparse.Namespace) -> Job:
-    if not re.fullmatch(r"\d{1,3}:\d{2}:\d{2}", args.time):
-        raise UsageError(f"--time {args.time!r} is not HH:MM:SS")
     return Job(recipe=args.recipe, workload=args.workload, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                tasks_per_node=args.tasks_per_node, mode=args.mode, runtime=args.runtime, bare=args.bare,
                image=args.image, workload_args=tuple(args.workload_args), time=args.time, account=args.account,
@@ -75,13 +72,22 @@ def job_from_args(args: argparse.Namespace) -> Job:
 def run(args: argparse.Namespace) -> int:
     site = site_mod.load(args.site)
     job = job_from_args(args)
+    check_job(site, job)                                            # every argument checked before it is used
     job = replace(job, recipe=catalog.load(job.recipe))          # resolved once (an app file is read once)
-    if job.bare and not job.workloads_dir and job.recipe.builtin:   # a directory holding only the workloads package
-        job = replace(job, workloads_dir=str(payload.pythonpath()))
+    # bare: a folder holding only the workloads package, ./build/payload (payload.pythonpath), made once the script
+    # is written; a printed script names the package's own folder (printing writes nothing)
+    link_payload = job.bare and not job.workloads_dir and job.recipe.builtin and args.out
+    if link_payload:
+        job = replace(job, workloads_dir=str((Path("build") / "payload").absolute()))
     text = script(site, job)
     if args.out:
-        write_atomic(args.out, text, mode=0o755)
-        print(args.out)
+        write_atomic(args.out, text, mode=0o755, flag=None)     # launch has no --follow-symlinks
+        if link_payload:
+            try:
+                payload.pythonpath(Path("build"))
+            except OSError as exc:
+                raise UsageError(f"cannot make build/payload for the bare run: {exc.strerror} (give --workloads-dir)") from None
+        print(shown(str(args.out)))
     else:
         print(text, end="")
     return 0

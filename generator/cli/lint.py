@@ -17,7 +17,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from generator.files import write_atomic
+from generator.errors import UsageError, shown
+from generator.files import WriteFailed, write_set
 from generator.lint.engine import lint_sources
 from generator.lint import fix as fixer
 from generator.lint.fix import Fixed, fix_all
@@ -54,15 +55,16 @@ def backup_path(path: Path) -> Path:
 
 
 def write_fixed(path: Path, old: str, new: str, backup: bool) -> None:
-    """Write through a symbolic link to its target, keeping the file's mode; back up the old text."""
-    target = path.resolve()
-    mode = stat.S_IMODE(target.stat().st_mode)
-    if backup:
-        copy = backup_path(target)
-        write_atomic(copy, old)
-        os.chmod(copy, mode)
-    write_atomic(target, new)
-    os.chmod(target, mode)
+    """Replace the file (keeping its mode) and write its backup as one set, every check made before the first
+    byte: a symbolic link, a special file or a file with other hard links is refused, backup and all."""
+    try:
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+        texts = {backup_path(path): old.encode("utf-8")} if backup else {}
+        write_set({**texts, path: new.encode("utf-8")}, mode=mode, flag=None)
+    except (UsageError, WriteFailed) as exc:
+        raise LintError(f"lint: {exc}") from None
+    except OSError as exc:
+        raise LintError(f"lint: cannot write {shown(exc.filename or path)}: {exc.strerror or exc}") from None
 
 
 def fix_sources(sources: list[Source], backup: bool, unsafe: bool = False
@@ -75,10 +77,7 @@ def fix_sources(sources: list[Source], backup: bool, unsafe: bool = False
         if stopped:
             limited.append(src.path)
         if text != src.text:
-            try:
-                write_fixed(Path(src.path), src.text, text, backup)
-            except OSError as exc:
-                raise LintError(f"lint: cannot write {exc.filename or src.path}: {exc.strerror or exc}") from None
+            write_fixed(Path(src.path), src.text, text, backup)
         fixed[src.path] = done
         fixed_sources.append(Source(src.path, text, src.kind))
     return fixed_sources, fixed, limited
@@ -104,6 +103,7 @@ def report_text(sources: list[Source], findings: list[Finding], fixed: dict[str,
     lines = [f"{path}:{f.line}: fixed {f.rule}: {f.what}" + (f" (unsafe: {f.unsafe})" if f.unsafe else "")
              for path, done in (fixed or {}).items() for f in done]
     lines += [str(f) for f in findings]
+    lines = [shown(line) for line in lines]             # file names and file content: no escape codes
     n, files = len(findings), len(sources)
     summary = f"{n} finding{'' if n == 1 else 's'}{' left' if fixed is not None else ''} in {files} " \
               f"file{'' if files == 1 else 's'}"
@@ -117,10 +117,10 @@ def report_skipped(skipped: list[tuple[str, str]], most: int = 20) -> None:
     """On stderr: each file directory mode did not lint, with the reason; past `most`, a count per reason."""
     if len(skipped) <= most:
         for path, why in skipped:
-            print(f"gen-recipe: lint: skipped {path}: {why}", file=sys.stderr)
+            print(f"gen-recipe: lint: skipped {shown(path)}: {why}", file=sys.stderr)
         return
     for why, n in sorted(Counter(why for _, why in skipped).items()):
-        examples = ", ".join(p for p, w in skipped if w == why)
+        examples = shown(", ".join(p for p, w in skipped if w == why))
         print(f"gen-recipe: lint: skipped {n} (e.g. {examples[:150]}): {why}", file=sys.stderr)
 
 
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     if fix:
         sources, fixed, limited = fix_sources(sources, backup=not args.no_backup, unsafe=args.unsafe_fixes)
         for path in limited:
-            print(f"gen-recipe: lint: {path}: stopped after {fixer.MAX_FIXES} fixes; run --fix again", file=sys.stderr)
+            print(f"gen-recipe: lint: {shown(path)}: stopped after {fixer.MAX_FIXES} fixes; run --fix again", file=sys.stderr)
     ignore = {i.strip().upper() for arg in args.ignore for i in arg.split(",") if i.strip()}
     findings = sorted(f for per_file in lint_sources(sources, target) for f in per_file if f.rule not in ignore)
     print(report_json(sources, findings, fixed) if args.format == "json" else report_text(sources, findings, fixed))

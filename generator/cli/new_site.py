@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import re
+import os
+import shlex
 from importlib import resources
 from pathlib import Path
 
-from generator.errors import UsageError
+from generator.errors import UsageError, shown
 from generator.files import write_atomic
-from generator.model.site import parse
+from generator.model.site import KINDS, parse
 
 
 def template(name: str) -> str:
     """The commented template for site `name` (a valid site file)."""
-    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
-        raise UsageError(f"'{name}' is not a valid site name (use lower-case letters, digits, '-' and '_')")
+    if not KINDS["name"][0].fullmatch(name):
+        raise UsageError(f"'{name}' is not a valid site name ({KINDS['name'][1]})")
     text = (resources.files("generator") / "templates" / "site.toml").read_text(encoding="utf-8")
     return text.replace("@NAME@", name)
 
@@ -30,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     text = template(args.name)
     out = args.out or Path(f"{args.name}.toml")
     parse(text, str(out))  # the template is a valid site: fail here, not in the user's next step
-    if out.exists() and not args.force:
+    if os.path.lexists(out) and not args.force:
         raise UsageError(f"{out} exists (use --force to overwrite)")
-    write_atomic(out, text)
-    print(f"{out}: edit the facts, then: gen-recipe --site {out} --explain")
+    write_atomic(out, text, flag=None)
+    print(f"{shown(out)}: edit the facts, then: gen-recipe --site {shown(shlex.quote(str(out)))} --explain")
     return 0

@@ -1,18 +1,20 @@
 """gen-recipe report RESULTS.json [--out DIR]: the suite's results as a markdown table and PNG plots.
 
 RESULTS.json is pytest-benchmark's JSON (`pytest suites/ --benchmark-enable --benchmark-json=RESULTS.json`);
-the table and plots are made by `generator.suite.report`.
+the table and plots are made by `generator.suite.report`, in memory, then written as one set.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 from pathlib import Path
 
-from generator.errors import GenRecipeError, UsageError
-from generator.files import write_atomic
-from generator.suite.report import headlines, markdown, plots, rows
+from generator.errors import GenRecipeError, UsageError, shown
+from generator.files import read_text, write_set
+from generator.suite.report import cell, headlines, markdown, parse, plots
+
+MAX_RESULTS_FILE = 64 << 20      # a suite run's JSON holds every chunk of every pair: larger than a site file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,25 +24,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        results = json.loads(args.results.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{args.results}: cannot read: {exc.strerror}") from None
-    except ValueError as exc:
-        raise UsageError(f"{args.results}: not JSON ({exc}); give the file of --benchmark-json") from None
-    if not isinstance(results, dict) or "benchmarks" not in results:
-        raise UsageError(f"{args.results}: no 'benchmarks' list: not pytest-benchmark JSON (--benchmark-json)")
-    table = rows(results)
+    text = read_text(args.results, "results file (--benchmark-json)", max_bytes=MAX_RESULTS_FILE)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out {shown(args.out)}: not a folder (give a folder for report.md and the plots)")
+    table = parse(text, str(args.results))
     if not table:
-        raise GenRecipeError(f"{args.results}: no suite comparisons in it (run pytest suites/ with "
+        raise GenRecipeError(f"{shown(args.results)}: no suite comparisons in it (run pytest suites/ with "
                              "--benchmark-enable --benchmark-json=FILE)")
-    args.out.mkdir(parents=True, exist_ok=True)
     heads = headlines(table)
-    md = f"# Container overhead\n\nFrom `{args.results.name}`.\n\n" + "".join(f"**{h}**\n\n" for h in heads) + markdown(table)
-    written = [args.out / "report.md"]
-    write_atomic(written[0], md)
+    md = f"# Container overhead\n\nFrom {cell(args.results.name)}.\n\n" + "".join(f"**{cell(h)}**\n\n" for h in heads) \
+        + markdown(table)
+    files: dict[Path, str | bytes] = {args.out / "report.md": md}
     if not args.no_plots:
-        written += plots(table, args.out)
-    print("".join(h + "\n" for h in heads) + markdown(table), end="")
-    print("wrote " + ", ".join(str(p) for p in written))
+        files.update({args.out / name: png for name, png in plots(table).items()})
+    write_set(files, root=args.out, flag=None)
+    print("".join(shown(h) + "\n" for h in heads) + markdown(table), end="")
+    print("wrote " + ", ".join(shown(p) for p in files))
     return 0

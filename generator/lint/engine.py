@@ -67,8 +67,9 @@ def lint_sources(sources: Sequence[Source], target: Target = Target(), jobs: int
     defs = [k for k, s in enumerate(sources) if s.kind == DEFINITION]
     own = {k: _docker_own(sources[k].text, sources[k].path) for k in docker}
     checked = {k: definition.check(sources[k].text, targets[k]) for k in defs}
+    tools.budget()                                  # a bad $GEN_RECIPE_LINT_TIMEOUT: one line, before any work
     jobs = jobs or tools.default_jobs()
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool, tools.children_killed():    # killed first, then the threads end
         hado = pool.submit(tools.hadolint_many, [(sources[k].text, sources[k].path) for k in docker], jobs)
         sc = pool.submit(tools.shellcheck_many, [(checked[k][1], sources[k].path) for k in defs], jobs)
         theirs = dict(zip(docker, hado.result())) | dict(zip(defs, sc.result()))

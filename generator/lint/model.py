@@ -7,7 +7,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from generator.errors import GenRecipeError
+from generator.errors import GenRecipeError, UsageError
+from generator.files import read_text
 
 DOCKER, DEFINITION = "docker", "definition"
 KINDS = (DOCKER, DEFINITION)
@@ -159,13 +160,16 @@ def kind_by_content(text: str) -> str | None:
     return None
 
 
+MAX_INPUT = 8 << 20         # a Dockerfile or definition larger than this is refused before it is read
+
+
 def read_source(path: Path, kind: str | None = None) -> Source:
+    """The file as a Source: a regular file (a FIFO, device or directory is refused before any byte is read)
+    of at most MAX_INPUT bytes of UTF-8, through the one read path."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise LintError(f"lint: cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise LintError(f"lint: {path}: not a text file (not UTF-8)") from None
+        text = read_text(path, "recipe to lint", max_bytes=MAX_INPUT)
+    except UsageError as exc:
+        raise LintError(f"lint: {exc}") from None
     kind = kind or kind_by_name(path.name) or kind_by_content(text)
     if kind is None:
         raise LintError(f"lint: {path}: not a recipe (neither a Dockerfile nor an Apptainer definition)")
@@ -189,7 +193,8 @@ def collect(paths: list[Path], skipped: list[tuple[str, str]] | None = None) -> 
                     if kind_by_name(name) and p.is_file():
                         found.append(p)
                     elif skipped is not None:
-                        skipped.append((str(p), skip_reason(name)))
+                        skipped.append((str(p), skip_reason(name) if p.is_file() or not kind_by_name(name)
+                                        else "not a regular file (a FIFO, device or dangling link)"))
             if not found:
                 raise LintError(f"lint: {path}: no Dockerfiles or Apptainer definitions in this directory")
             out += [read_source(p) for p in sorted(found)]

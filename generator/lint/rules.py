@@ -327,7 +327,13 @@ _APPTAINER = (
          "some archives are meant to stay.", "definition"),
 )
 
-_RULES = (*_THEIRS, PIPE_TO_SHELL, DOWNLOAD_IN_LAYER, ROOT_USER, UNVERIFIED, LATE_CLEANUP, TOOLCHAIN_LEFT, INSECURE,
+TIMED_OUT = Rule(
+    "GR009", "error", "hadolint or ShellCheck did not finish within its time budget: the file was not checked by it",
+    "Each file gets a time budget (20 s, or GEN_RECIPE_LINT_TIMEOUT seconds) in hadolint and in ShellCheck; "
+    "very large files and deeply nested quoting or substitutions take them exponentially long. The process is "
+    "killed and this finding takes the place of its findings (not cached: the next run tries again).", "both")
+
+_RULES = (*_THEIRS, TIMED_OUT, PIPE_TO_SHELL, DOWNLOAD_IN_LAYER, ROOT_USER, UNVERIFIED, LATE_CLEANUP, TOOLCHAIN_LEFT, INSECURE,
           SUBSTITUTED, *_APPTAINER)
 RULES = {r.id: r for r in _RULES}
 

@@ -12,7 +12,6 @@ import fnmatch
 import functools
 import posixpath
 import re
-import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -100,17 +99,56 @@ def logical_lines(lines: Sequence[tuple[int, str]], skip_comments_in_continuatio
     return out
 
 
+# One piece of a shell line as shlex (posix, whitespace_split, punctuation_chars=";&|()<>") reads it: blanks, a
+# comment (to the end of the line: `#` starts one even inside a word), a run of operator characters, plain
+# characters, a '...' string, a "..." string (a backslash escapes only " and itself there), a backslash and the
+# character after it.
+_PIECE = re.compile(r"""([ \t\r\n]+)|(#[^\n]*\n?)|([;&|()<>]+)|([^ \t\r\n#;&|()<>'"\\]+)|'([^']*)'|"""
+                    r'''"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)''', re.S)
+_PLAIN = re.compile(r"[;&|()<>]+|[^ \t\r\n;&|()<>]+")
+_DQ_ESCAPE = re.compile(r'\\([\\"])')
+MAX_NESTING = 16        # substitutions nested deeper than this are left as they are (each level is one pass)
+
+
+def words(text: str) -> tuple[str, ...]:
+    """The words and operators of a shell line as `shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")`
+    with `whitespace_split` gives them (quotes removed, a run of `;&|()<>` one token, `#` starts a comment even
+    inside a word), in linear time: shlex grows each token a character at a time, which is quadratic in the
+    length of a word. ValueError for an unclosed quote or a trailing backslash, as shlex."""
+    if not any(c in text for c in "#'\"\\"):
+        return tuple(_PLAIN.findall(text))
+    out: list[str] = []
+    word: list[str] | None = None           # the pieces of the word being read (None: between words)
+    i = 0
+    while i < len(text):
+        m = _PIECE.match(text, i)
+        if m is None:
+            raise ValueError(f"unclosed {text[i]}")
+        i, k = m.end(), m.lastindex
+        if k <= 3:                          # blanks, a comment or an operator end the word
+            if word is not None:
+                out.append("".join(word))
+                word = None
+            if k == 3:
+                out.append(m.group(3))
+            continue
+        word = word if word is not None else []
+        word.append(_DQ_ESCAPE.sub(r"\1", m.group(6)) if k == 6 else m.group(k))
+    if word is not None:
+        out.append("".join(word))
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _tokens(text: str) -> tuple[str, ...]:
     text = _ARITH.sub("__SUB__", text)
-    previous = None
-    while previous != text:
+    for _ in range(MAX_NESTING):
         previous, text = text, _SUBST.sub("__SUB__", text)
+        if text == previous:
+            break
     text = _FD.sub("", text)
     try:
-        lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
-        lexer.whitespace_split = True
-        return tuple(lexer)
+        return words(text)
     except ValueError:                              # unbalanced quotes: good enough
         return tuple(text.split())
 

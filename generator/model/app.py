@@ -9,7 +9,7 @@ optionally a `[workload]`: the command the suite measures bare vs container and 
 metric. It is validated like a site file (types, patterns, did-you-mean; one line naming file and
 key, exit 2); `recipes/_app.py` turns it into stages with the same public API a Python recipe uses
 (`generator.api`), and the suite reads a run's metric with `generator.suite.metric`. `docs/apps.md`
-documents every key. This module imports only the schema engine.
+documents every key. This module imports only the schema engine and the one read path (`generator.files`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Literal
 
 
-from generator.errors import SiteError
+from generator import files
+from generator.errors import SiteError, UsageError
 from generator.model.schema import KINDS, Loader, fact, read_file, read_toml
 
 SCHEMA_VERSION = 1
@@ -164,7 +165,11 @@ def _check(app: App, fail, reserved: tuple[str, ...]) -> tuple[str, ...]:
             fail(key, f"{app.folder / wheel} is not a file", "give the wheel file itself")
     pins = list(app.python.requirements)
     if app.python.requirements_file:
-        pins += requirements_file(app.folder / app.python.requirements_file, fail)
+        try:        # refused before a byte is read when it leaves the app's folder: nothing of /etc/shadow is echoed
+            path = files.inside(app.folder, app.python.requirements_file, "requirements file")
+        except UsageError as exc:
+            fail("python.requirements_file", str(exc))
+        pins += requirements_file(path, fail)
     names = {}
     for pin in pins:
         name = re.split(r"[\[=]", pin, maxsplit=1)[0].lower().replace("_", "-")
@@ -194,7 +199,7 @@ def check_dest(dest: str, key: str, fail, parent_exists: bool = True) -> None:
     if any(p in (".", "..") for p in parts):
         fail(key, f"{dest} has a '.' or '..' component", "write the destination without them, e.g. /opt/app")
     parent = dest.rsplit("/", 1)[0] or "/"
-    if any(dest == r or dest.startswith(r + "/") for r in RESERVED):
+    if dest in PARENTS or any(dest == r or dest.startswith(r + "/") for r in RESERVED):
         fail(key, f"{dest} is a folder the image itself uses", "choose a new folder such as /opt/app")
     if parent_exists and parent not in PARENTS:
         fail(key, f"the parent of {dest} is not /, /opt or /srv", "copy a folder to e.g. /opt/app and put files in it")
@@ -224,13 +229,25 @@ def check_workload(w: AppWorkload, fail) -> None:
         fail("workload.timeout", f"{w.timeout} s is out of range", "give 1 to 86400 seconds")
 
 
+def checked_workload(keys: Mapping, where: str) -> AppWorkload:
+    """A workload from keyword values (`generator.api.workload`, a Python recipe's WORKLOAD) checked like an
+    app file's [workload] table (`where` names it in messages); a value equal to its default is not given."""
+    defaults = {f.name: f.default for f in dataclasses.fields(AppWorkload)}
+    raw = {k: list(v) if isinstance(v, tuple) else v for k, v in keys.items()
+           if k not in defaults or type(v) is not type(defaults[k]) or v != defaults[k]}
+    loader = Loader(where)
+    w = loader.table(AppWorkload, raw, "workload")
+    check_workload(w, loader.fail)
+    return w
+
+
 def requirements_file(path: Path, fail) -> list[str]:
     """The pins of a pip requirements file: `name==version` lines, comments and blank lines; options
     (-r, -e, --index-url, --hash) are refused with the line that has them."""
     try:
         text = read_file(path, "requirements file")
     except SiteError as exc:
-        fail("python.requirements_file", exc.problem, "give a path relative to the app file")
+        fail("python.requirements_file", exc.problem, exc.hint)
     pins, pattern = [], KINDS["requirement"][0]
     for n, line in enumerate(text.replace("\\\n", " ").splitlines(), 1):
         line = re.sub(r"(^|\s)#.*$", "", line).strip()

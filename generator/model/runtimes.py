@@ -216,21 +216,30 @@ def edf_image(ref: str) -> str:
     return ref
 
 
-def _toml_str(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def toml_str(s: str) -> str:
+    """`s` as a TOML basic string: backslash, quote and every control character escaped (TOML 1.0)."""
+    return '"' + re.sub(r'[\\"\x00-\x1f\x7f]', lambda m: _TOML_ESCAPES.get(m.group(), f"\\u{ord(m.group()):04x}"), s) + '"'
+
+
+def toml_key(s: str) -> str:
+    """`s` as a TOML key: bare when it may be, else quoted."""
+    return s if re.fullmatch(r"[A-Za-z0-9_-]+", s) else toml_str(s)
 
 
 def edf(site: Site, image: str, opts: Options) -> str:
     """The CSCS container engine's environment definition file (TOML)."""
-    lines = [f"image = {_toml_str(edf_image(image) if not image.startswith('/') else image)}"]
+    lines = [f"image = {toml_str(edf_image(image) if not image.startswith('/') else image)}"]
     mounts = [*site_binds(site, opts), *libraries(site, opts), *opts.binds]
     if mounts:
-        lines.append("mounts = [" + ", ".join(_toml_str(m if ":" in m else f"{m}:{m}") for m in mounts) + "]")
+        lines.append("mounts = [" + ", ".join(toml_str(m if ":" in m else f"{m}:{m}") for m in mounts) + "]")
     env = container_env(site, opts)
     if env:
-        lines += ["", "[env]", *(f"{k} = {_toml_str(v)}" for k, v in env.items())]
+        lines += ["", "[env]", *(f"{toml_key(k)} = {toml_str(v)}" for k, v in env.items())]
     if site.container.annotations:
-        lines += ["", "[annotations]", *(f"{_toml_str(k)} = {_toml_str(v)}"
+        lines += ["", "[annotations]", *(f"{toml_str(k)} = {toml_str(v)}"
                                         for k, v in site.container.annotations.items())]
     return "\n".join(lines) + "\n"
 

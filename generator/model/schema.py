@@ -21,7 +21,8 @@ from dataclasses import field
 from pathlib import Path
 from typing import Literal, Union
 
-from generator.errors import UNPRINTABLE, SiteError, did_you_mean
+from generator import errors, files
+from generator.errors import UNPRINTABLE, SiteError, UsageError, did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -248,14 +249,13 @@ def read_toml(text: str, path: str, what: str = "site file") -> dict:
 
 
 def read_file(path: Path, what: str = "site file") -> str:
-    """The text of a site (or app) file; unreadable, too large or not UTF-8 as one-line SiteErrors."""
+    """The text of a site (or app) file through the one read path (`files.read_text`: a regular file,
+    checked before it is read, of at most MAX_BYTES, UTF-8); its refusals as one-line SiteErrors."""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise SiteError(str(path), "", f"too large for a {what}", f"at most {MAX_BYTES} bytes")
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SiteError(str(path), "", f"cannot read {what}: {exc.strerror}",
-                        "check the path" + (", or give a site name (gen-recipe --list-sites)" if what == "site file"
-                                            else "")) from None
-    except UnicodeDecodeError:
-        raise SiteError(str(path), "", "not a UTF-8 text file", f"a {what} is TOML text") from None
+        return files.read_text(path, what, max_bytes=MAX_BYTES)
+    except UsageError as exc:
+        message = str(exc).removeprefix(f"{errors.shown(path)}: ")
+        problem, _, hint = message[:-1].rpartition(" (") if message.endswith(")") else (message, "", "")
+        if what == "site file" and hint == "check the path":
+            hint += ", or give a site name (gen-recipe --list-sites)"
+        raise SiteError(str(path), "", problem, hint) from None

@@ -25,10 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+import hpccm
+
 import recipes as _recipes_pkg
 from recipes import _app as app_recipe
 
-from generator.errors import UNPRINTABLE, RecipeError, UsageError, did_you_mean
+from generator.files import read_bytes
+from generator.errors import UNPRINTABLE, RecipeError, UsageError, did_you_mean, shown
 from generator.model import app as app_model
 from generator.model.schema import KINDS
 
@@ -76,8 +79,9 @@ def names() -> list[str]:
 
 
 def describe(recipe: Recipe | ModuleType) -> str:
-    doc = recipe.description if isinstance(recipe, Recipe) else (recipe.__doc__ or "")
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    """The first line of a recipe's description (a module's docstring), as it came: escape it to print it."""
+    doc = recipe.description if isinstance(recipe, Recipe) else getattr(recipe, "__doc__", None)
+    return doc.strip().splitlines()[0] if isinstance(doc, str) and doc.strip() else ""
 
 
 def load(spec: str | Recipe) -> Recipe:
@@ -100,6 +104,18 @@ def load(spec: str | Recipe) -> Recipe:
                      "(gen-recipe --list-recipes), an app file (app.toml), a Python recipe (recipe.py) or module:function")
 
 
+def load_all(specs) -> list[Recipe]:
+    """`load` for each spec; two different recipes with one name (they would write one file) are refused."""
+    recipes: dict[str, Recipe] = {}
+    for spec in specs:
+        r = load(spec)
+        other = recipes.setdefault(r.name, r)
+        if other.spec != r.spec:
+            raise UsageError(f"--recipe {shown(other.spec)} and --recipe {shown(r.spec)} are both named '{r.name}' "
+                             "(their files would overwrite each other): give each recipe its own NAME / name")
+    return list(recipes.values())
+
+
 def _builtin(name: str) -> Recipe:
     module = importlib.import_module(f"{_recipes_pkg.__name__}.{name}")
     return Recipe(name=name, spec=name, description=describe(module), build=module.build, python=module.python,
@@ -116,10 +132,7 @@ def _app(spec: str) -> Recipe:
 
 
 def _python_file(spec: str, path: Path, function: str) -> Recipe:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read recipe: {exc.strerror} (check the path)") from None
+    data = read_bytes(path, "Python recipe")        # a regular file of bounded size: a FIFO cannot block
     key = hashlib.sha256(str(path.resolve()).encode() + b"\0" + data).hexdigest()[:16]
     module_name = f"_gen_recipe_user_{key}"
     module = sys.modules.get(module_name)
@@ -162,7 +175,7 @@ def _from_module(spec: str, module: ModuleType, function: str, source: str, defa
     folder = Path(source).parent
     files, env, workdir = getattr(module, "FILES", {}), getattr(module, "ENV", {}), getattr(module, "WORKDIR", "")
     context = getattr(module, "CONTEXT", ())
-    if isinstance(context, str) or not all(isinstance(c, str) for c in context):
+    if not isinstance(context, (tuple, list)) or not all(isinstance(c, str) for c in context):
         raise UsageError(f"{source}: CONTEXT must be a tuple of paths relative to the recipe, e.g. (\"src\",)")
     if not isinstance(files, Mapping) or not all(isinstance(k, str) and isinstance(v, str) and
                                                  KINDS["imgpath"][0].fullmatch(v) for k, v in files.items()):
@@ -183,9 +196,11 @@ def _from_module(spec: str, module: ModuleType, function: str, source: str, defa
     workload = getattr(module, "WORKLOAD", None)
     if workload is not None and not isinstance(workload, app_model.AppWorkload):
         raise UsageError(f"{source}: WORKLOAD must be made with generator.api.workload(...)")
+    if workload is not None:            # made directly as a dataclass, it skipped the checks: made again
+        workload = app_model.checked_workload(vars(workload), f"{source}: WORKLOAD")
     python = getattr(module, "python", None)
     return Recipe(name=name, spec=spec, description=describe(module) or f"recipe {name} ({source})",
-                  build=_guarded(build, source), python=_guarded(python, source) if callable(python) else _no_python,
+                  build=_guarded(_stages(build, source, function), source), python=_guarded(python, source) if callable(python) else _no_python,
                   source=source, folder=folder, context=context, files=dict(files), env=dict(env), workdir=workdir,
                   workload=workload)
 
@@ -202,6 +217,19 @@ def check_local(folder: Path, rel: str, where: str) -> Path:
     if problem:
         raise UsageError(f"{where}: {problem[0]} ({problem[1]})")
     return folder / rel
+
+
+def _stages(build: Callable, source: str, function: str) -> Callable:
+    """`build(site)`, refused unless it returns a non-empty list of hpccm Stages (not a garbage Dockerfile)."""
+    def call(site):
+        stages = build(site)
+        if not isinstance(stages, list) or not stages or not all(isinstance(s, hpccm.Stage) for s in stages):
+            got = f"a list of {', '.join(sorted({type(s).__name__ for s in stages}))}" if isinstance(stages, list) and stages \
+                else "an empty list" if isinstance(stages, list) else type(stages).__name__
+            raise RecipeError(f"{source}: {function}(site) returned {got}: build must return a list of hpccm Stages "
+                              "(return api.two_stage(...))")
+        return stages
+    return call
 
 
 def _guarded(function: Callable, source: str) -> Callable:

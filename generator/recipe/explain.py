@@ -6,6 +6,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
+from generator.errors import shown
 from generator.recipe import catalog
 from generator.recipe.plan import plan
 from generator.model.site import Facts, Site
@@ -51,4 +52,4 @@ def explain(site: Site, recipes: Sequence[str]) -> str:
     used = sorted({t for d in p.decisions for k in d.facts for t in ((fact(site, k)[1] or Facts()).sources)})
     if used:
         lines += ["", "sources:"] + [f"  [{t}] {site.sources[t]}" for t in used]
-    return "\n".join(lines)
+    return "\n".join(shown(line) for line in lines)     # a docstring's or a site file's text: escaped

@@ -13,6 +13,7 @@ come from site.host.scheduler (Slurm `#SBATCH`, PBS/Torque `#PBS`, LSF `#BSUB`, 
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from generator.recipe import catalog, payload
 from generator.run import runtimes
 from generator.model import site as site_mod
 from generator.errors import UsageError
+from generator.model.schema import shown
 from generator.quoting import dq, comment, heredoc_marker, line, name, word
 from generator.model.site import Site
 
@@ -167,6 +169,43 @@ def workload_argv(recipe: catalog.Recipe, job: Job, ranks: int) -> tuple[str, ..
     return argv + tuple(job.workload_args)
 
 
+def _checked(option: str, value: str, kind: str, example: str) -> None:
+    """`value` of `option` must be of the schema kind `kind` and printable (no control, escape, bidirectional
+    or surrogate character), else a one-line UsageError naming the option and an example."""
+    pattern, what = site_mod.KINDS[kind]
+    if not (pattern.fullmatch(value) and value.isprintable()):
+        raise UsageError(f"{option} {shown(value)}: give {what} (e.g. {example})")
+
+
+TIME = re.compile(r"\d{1,3}:[0-5]\d:[0-5]\d")
+
+
+def check_job(site: Site, job: Job) -> None:
+    """Every string of `job` as the command line gave it, checked with the site schema's kinds before it reaches a
+    script (gen-recipe launch calls this first): one-line UsageErrors naming the option and a fix."""
+    if isinstance(job.recipe, str):
+        _checked("--recipe", job.recipe, "arg", "--recipe pytorch")
+    if job.image is not None:
+        if not job.image:
+            raise UsageError("--image '' is empty: give an image reference such as rocm/dev-ubuntu-22.04:6.2.4 or a "
+                             "file's path, or leave --image out for what gen-recipe build makes")
+        if not (site_mod.KINDS["image"][0].fullmatch(job.image.removeprefix("/")) and job.image.isprintable()):
+            raise UsageError(f"--image {shown(job.image)}: give an image reference such as rocm/dev-ubuntu-22.04:6.2.4 "
+                             "or a file's path (letters, digits, / . _ - + : @)")
+    if job.runtime is not None and job.runtime not in runtimes.PLATFORMS:
+        raise UsageError(f"--runtime {shown(job.runtime)}: unknown runtime (site {site.name} has "
+                         f"{', '.join(rt.name for rt in site.runtimes)})")
+    if not TIME.fullmatch(job.time):
+        raise UsageError(f"--time {shown(job.time)} is not HH:MM:SS (minutes and seconds below 60, e.g. --time 00:30:00)")
+    for option, value in (("--account", job.account), ("--partition", job.partition)):
+        if value:
+            _checked(option, value, "word", f"{option} abc123")
+    if job.workloads_dir:
+        _checked("--workloads-dir", job.workloads_dir, "path", "--workloads-dir /scratch/me/gen-recipe")
+    for arg in job.workload_args:
+        _checked("workload argument", arg, "arg", "-- --steps 5")
+
+
 def plan_job(site: Site, job: Job) -> JobPlan:
     recipe = catalog.load(job.recipe)
     rt = site.runtime(job.runtime).name
@@ -178,9 +217,6 @@ def plan_job(site: Site, job: Job) -> JobPlan:
     if job.nodes < 1:
         raise UsageError("--nodes must be at least 1")
     tasks = job.tasks_per_node or max(gpus, 1)
-    for flag, value in (("account", job.account), ("partition", job.partition)):
-        if value and not site_mod.KINDS["word"][0].fullmatch(value):
-            raise UsageError(f"--{flag} {ascii(value)[:40]}: give {site_mod.KINDS['word'][1]} (e.g. --{flag} abc123)")
     if site.host.needs_account and not job.account and site.host.scheduler != "none":
         raise UsageError(f"site {site.name} runs no job without an account (host.needs_account in {site.path}): "
                          "pass --account PROJECT")
@@ -247,7 +283,7 @@ def _header(p: JobPlan) -> list[str]:
     job, site, recipe = p.job, p.site, p.recipe
     workload = (job.workload or "cnn") if recipe.builtin else ""
     name = "-".join(x for x in (recipe.name, workload, site.name) if x) + ("-bare" if job.bare else "")
-    flags = [f"--site {site.name}", f"--recipe {shlex.quote(recipe.spec)}",
+    flags = [f"--site {shlex.quote(site.name)}", f"--recipe {shlex.quote(recipe.spec)}",
              *([f"--workload {workload}"] if workload else []), f"--nodes {job.nodes}", f"--mode {p.mode}"]
     flags += [f"--gpus-per-node {job.gpus_per_node}"] if job.gpus_per_node is not None else []
     flags += [f"--tasks-per-node {job.tasks_per_node}"] if job.tasks_per_node else []
@@ -262,15 +298,16 @@ def _header(p: JobPlan) -> list[str]:
     else:
         what = f"{p.runtime}, {p.mode} mode: " + ("host MPI mounted into the container" if p.mode == "bind"
                                                   else "the container's own MPI, one container per rank")
-    out = ["#!/bin/bash", *DIRECTIVES[site.host.scheduler](p, name),
-           f"# Generated by gen-recipe {__version__}: gen-recipe launch {' '.join(flags)}",
-           comment(site.description), f"# {what}"]
+    out = ["#!/bin/bash", *(comment(d.removeprefix("#"), mark="#") for d in DIRECTIVES[site.host.scheduler](p, name)),
+           comment(f"Generated by gen-recipe {__version__}: gen-recipe launch {' '.join(flags)}"),
+           comment(site.description), comment(what)]
     if p.from_file:
-        out.append(comment(f"Image: gen-recipe build --site {site.name} --recipe {recipe.spec} --export {p.image} "
-                           "where there is internet; copy it and its .sha256 here"))
+        out.append(comment(f"Image: gen-recipe build --site {site.name} --recipe {shlex.quote(recipe.spec)} "
+                           f"--export {shlex.quote(p.image)} where there is internet; copy it and its .sha256 here"))
     elif not job.bare:
-        out.append("# Image: " + runtimes.PLATFORMS[p.runtime].prepare.format(image=p.image, name=f"{recipe.name}-{site.name}",
-                                                           recipe=shlex.quote(recipe.spec), site=site.name))
+        out.append(comment("Image: " + runtimes.PLATFORMS[p.runtime].prepare.format(
+            image=shlex.quote(p.image), name=shlex.quote(f"{recipe.name}-{site.name}"), recipe=shlex.quote(recipe.spec),
+            site=site.name)))
     out.append("set -euo pipefail")
     if site.host.scheduler in WORKDIR:
         out.append(f'cd "${{{WORKDIR[site.host.scheduler]}}}"')
@@ -289,9 +326,9 @@ def script(site: Site, job: Job) -> str:
         out += ["", *(f"export {name(k)}={word(v)}" for k, v in cmd.env.items())]
     forward = list(cmd.env)
     if job.bare and p.recipe.builtin:
-        workloads = job.workloads_dir or str(payload.workloads_dir().parent)
+        workloads = dq(job.workloads_dir or str(payload.workloads_dir().parent)).replace("}", "\\}")  # inside ${X:=...}
         out += ["", "# the workloads package, as the image carries it in /opt/workloads",
-                f': "${{GEN_RECIPE_WORKLOADS:={dq(workloads)}}}"',
+                f': "${{GEN_RECIPE_WORKLOADS:={workloads}}}"',
                 'export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"']
         forward.append("PYTHONPATH")
     for path, text in cmd.files.items():

@@ -1,20 +1,34 @@
 """The suite's results as a markdown table and PNG plots (`gen-recipe report RESULTS.json [--out DIR]`).
 
 RESULTS.json is pytest-benchmark's JSON (`pytest suites/ --benchmark-enable --benchmark-json=RESULTS.json`);
-every comparison of the suite leaves its numbers in `extra_info`. Writes DIR/report.md, DIR/ratios.png
-(container/bare ratio with its 95% interval per comparison, tolerance band shaded) and
-DIR/series.png (per-pair speeds, bare and container, per comparison).
+every comparison of the suite leaves its numbers in `extra_info`. `parse` reads it like a site file: the
+fields the report reads are checked (types, kinds of strings, finite numbers, bounded lengths) and any
+problem is one line naming the file, the JSON path and a fix. The report is DIR/report.md, DIR/ratios.png
+(container/bare ratio with its 95% interval per comparison, tolerance band shaded) and DIR/series.png
+(per-pair speeds, bare and container, per comparison), rendered in memory and written as one set.
 """
 
 from __future__ import annotations
 
-import os
+import io
+import json
+import math
+import re
 import statistics
-from pathlib import Path
 
-from generator.errors import UsageError
+from generator.errors import UsageError, shown
+from generator.model.schema import MAX_INT, Loader, describe as described
 from generator.suite.result import KEY, Result
 from generator.suite.stats import describe
+
+MAX_RESULTS = 256           # comparisons in one report (its plots have one panel each)
+MAX_SERIES = 100_000        # per-pair values of one side
+MAX_VALUE = 1e15            # any number the report reads (finite, of at most this size)
+# The kinds (generator.model.schema.KINDS) of the strings a record has, and which keys it must have.
+STRINGS = {"site": "name", "workload": "name", "runtime": "word", "metric": "word", "mode": "value", "message": "text"}
+REQUIRED = ("site", "workload", "runtime", "ratio", "low", "high", "pairs", "verdict")
+VERDICTS = ("pass", "fail", "inconclusive", "info")
+FOREIGN = "not a record of gen-recipe's suite (written by another version?): rerun the suite with this gen-recipe"
 
 
 def _median(values) -> float | None:
@@ -22,19 +36,90 @@ def _median(values) -> float | None:
     return statistics.median(values) if values else None
 
 
-def rows(results: dict) -> list[Result]:
+def parse(text: str, path: str) -> list[Result]:
+    """The comparisons in the text of a pytest-benchmark JSON file, checked (see the module docstring)."""
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise UsageError(f"{shown(path)}: JSON nested too deeply: give the file of --benchmark-json") from None
+    except ValueError as exc:
+        raise UsageError(f"{shown(path)}: not JSON ({exc}); give the file of --benchmark-json") from None
+    if not isinstance(doc, dict) or "benchmarks" not in doc:
+        raise UsageError(f"{shown(path)}: no 'benchmarks' list: not pytest-benchmark JSON (--benchmark-json)")
+    return rows(doc, path)
+
+
+def rows(results: dict, path: str = "RESULTS") -> list[Result]:
     """Every comparison found in pytest-benchmark results (overhead, MPI metrics, start-up, controls)."""
+    loader = Loader(str(path))
+    benches = _typed(results.get("benchmarks"), list, "benchmarks", "an array", loader)
     out = []
-    for bench in results.get("benchmarks", []):
-        if not isinstance(bench, dict):
-            continue
-        for record in (bench.get("extra_info") or {}).get(KEY, []):
-            try:
-                out.append(Result.from_dict(record))
-            except (KeyError, TypeError, ValueError, AttributeError):
-                raise UsageError(f"benchmark {str(bench.get('name', '?'))[:80]!r}: a result record that is not "
-                                 "gen-recipe's (written by another version?)") from None
+    for i, bench in enumerate(benches):
+        key = f"benchmarks[{i}]"
+        extra = _typed(_typed(bench, dict, key, "an object", loader).get("extra_info"), dict, f"{key}.extra_info",
+                       "an object", loader, optional=True)
+        records = _typed((extra or {}).get(KEY), list, f"{key}.extra_info.{KEY}", "an array", loader, optional=True)
+        for j, record in enumerate(records or ()):
+            if len(out) == MAX_RESULTS:
+                loader.fail(f"{key}.extra_info.{KEY}[{j}]", f"more than {MAX_RESULTS} comparisons in one report",
+                            "report a part of the run (pytest -k)")
+            out.append(_record(record, f"{key}.extra_info.{KEY}[{j}]", loader))
     return out
+
+
+def _typed(value, tp: type, key: str, what: str, loader: Loader, optional: bool = False):
+    if value is None and optional:
+        return None
+    if not isinstance(value, tp):
+        loader.fail(key, f"expected {what}, got {described(value)}", FOREIGN)
+    if tp is list and len(value) > MAX_SERIES:
+        loader.fail(key, f"{len(value)} items is too many", f"at most {MAX_SERIES}")
+    return value
+
+
+def _number(value, key: str, loader: Loader) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or abs(value) > MAX_VALUE:
+        loader.fail(key, f"expected a finite number of at most {MAX_VALUE:g}, got {described(value)}", FOREIGN)
+    return float(value)
+
+
+def _record(raw, key: str, loader: Loader) -> Result:
+    """One record of extra_info["results"] as a Result: the fields `Result.as_dict` writes, checked."""
+    raw = _typed(raw, dict, key, "an object", loader)
+    for name in REQUIRED:
+        if name not in raw:
+            loader.fail(f"{key}.{name}", "missing required key", FOREIGN)
+    kw = {}
+    for name, kind in STRINGS.items():
+        if name in raw:
+            if not isinstance(raw[name], str):
+                loader.fail(f"{key}.{name}", f"expected a string, got {described(raw[name])}", FOREIGN)
+            kw[name] = loader.check_string(raw[name], f"{key}.{name}", kind)
+    for name in ("ratio", "low", "high"):
+        kw[name] = _number(raw[name], f"{key}.{name}", loader)
+    pairs = raw["pairs"]
+    if isinstance(pairs, bool) or not isinstance(pairs, int) or not 0 <= pairs <= MAX_INT:
+        loader.fail(f"{key}.pairs", f"expected an integer from 0 to {MAX_INT}, got {described(pairs)}", FOREIGN)
+    if raw["verdict"] not in VERDICTS:
+        loader.fail(f"{key}.verdict", f"expected one of {', '.join(VERDICTS)}, got {described(raw['verdict'])}", FOREIGN)
+    tolerance = _typed(raw.get("tolerance"), list, f"{key}.tolerance", "an array", loader, optional=True)
+    if tolerance:
+        if len(tolerance) != 4 or not isinstance(tolerance[3], str):
+            loader.fail(f"{key}.tolerance", "expected [reference, lower, upper, unit]", FOREIGN)
+        tolerance = (*(_number(x, f"{key}.tolerance[{i}]", loader) for i, x in enumerate(tolerance[:3])),
+                     loader.check_string(tolerance[3], f"{key}.tolerance[3]", "word"))
+    for side in ("bare", "container"):
+        values = _typed(raw.get(side), list, f"{key}.{side}", "an array", loader, optional=True) or ()
+        kw[side] = tuple(_number(x, f"{key}.{side}[{i}]", loader) for i, x in enumerate(values))
+    extra = _typed(raw.get("extra"), dict, f"{key}.extra", "an object", loader, optional=True)
+    return Result(**kw, pairs=pairs, verdict=raw["verdict"], tolerance=tolerance or None, extra=extra or {})
+
+
+def cell(value: object) -> str:
+    """A string from the results as markdown shows it literally in a table cell or a line: control and
+    escape characters as escapes (`errors.shown`), and `|`, backquotes and `<` escaped."""
+    return re.sub(r"([|`<\\])", r"\\\1", shown(value))
 
 
 def _num(v: float | None) -> str:
@@ -45,17 +130,17 @@ def markdown(table: list[Result]) -> str:
     lines = ["| site | workload | runtime | mode | metric | bare | container | ratio | 95% CI | pairs | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
-        lines.append(f"| {r.site} | {r.workload} | {r.runtime} | {r.mode} | {r.metric} | {_num(_median(r.bare))} | "
+        strings = " | ".join(cell(v) for v in (r.site, r.workload, r.runtime, r.mode, r.metric))
+        lines.append(f"| {strings} | {_num(_median(r.bare))} | "
                      f"{_num(_median(r.container))} | {r.ratio:.3f} | {r.low:.3f}–{r.high:.3f} | {r.pairs} | {r.verdict} |")
     return "\n".join(lines) + "\n"
 
 
-def _save(fig, path: Path) -> Path:
-    """savefig, atomically: a temporary file beside the target, then rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=110, format="png")
-    os.replace(tmp, path)
-    return path
+def _png(fig) -> bytes:
+    """The figure as PNG bytes (written with the report as one set by the caller)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=110, format="png")
+    return buf.getvalue()
 
 
 # Result.runtime of the controls (not a runtime): A/A kinds, the power test, comparisons under a CPU hog.
@@ -87,7 +172,8 @@ def headlines(table: list[Result]) -> list[str]:
     return lines
 
 
-def plots(table: list[Result], out: Path) -> list[Path]:
+def plots(table: list[Result]) -> dict[str, bytes]:
+    """{file name: PNG bytes} of the two plots."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -104,7 +190,7 @@ def plots(table: list[Result], out: Path) -> list[Path]:
     for ax, (workload, metric) in zip(axes.flat, panels):
         rows = sorted((r for r in comparisons if (r.workload, r.metric) == (workload, metric)), key=lambda r: r.runtime)
         for x, r in enumerate(rows):
-            ax.errorbar([x], [r.ratio], yerr=[[r.ratio - r.low], [r.high - r.ratio]], fmt="o", capsize=5,
+            ax.errorbar([x], [r.ratio], yerr=[[max(r.ratio - r.low, 0)], [max(r.high - r.ratio, 0)]], fmt="o", capsize=5,
                         color=colours.get(r.verdict, "tab:gray"))
             ax.annotate(f"{r.pairs} pairs", (x, r.high), textcoords="offset points", xytext=(0, 4), ha="center",
                         fontsize=7)
@@ -126,7 +212,7 @@ def plots(table: list[Result], out: Path) -> list[Path]:
         ax.axis("off")
     fig.suptitle("\n".join(headlines(table)) or "Container overhead", fontsize=8)
     fig.tight_layout()
-    ratios = _save(fig, out / "ratios.png")
+    ratios = _png(fig)
     plt.close(fig)
 
     labels = [f"{r.workload}/{r.runtime}" + (f"/{r.metric}" if r.workload == "mpi" else "") for r in table]
@@ -143,6 +229,6 @@ def plots(table: list[Result], out: Path) -> list[Path]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
-    series = _save(fig, out / "series.png")
+    series = _png(fig)
     plt.close(fig)
-    return [ratios, series]
+    return {"ratios.png": ratios, "series.png": series}

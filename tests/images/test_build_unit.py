@@ -137,3 +137,54 @@ def test_progress_is_prefixed_on_stderr(capsys):
 def test_remote_base_images_are_left_to_the_builder():
     frontier = site_mod.load("frontier")
     assert base.ensure_base_image(frontier, progress=pytest.fail) == frontier.base.devel
+
+
+def test_export_refuses_links_and_special_files_at_file_and_sidecar_before_any_byte(tmp_path, monkeypatch):
+    """build --export FILE: FILE and FILE.sha256 are checked with the write path's rules (no link, FIFO, device,
+    directory or hard-linked file) before the build starts; the write step (a fake payload here, not a real
+    image) re-checks both before it renames the image into place."""
+    import hashlib
+    import os
+
+    from generator.images import export
+    from tests.helpers import run_cli
+
+    victim = tmp_path / "victim"
+    victim.write_text("mine")
+    cases = {"link.sif": lambda p: p.symlink_to(victim), "hard.sif": lambda p: os.link(victim, p),
+             "fifo.sif": os.mkfifo, "dir.sif": lambda p: p.mkdir(),
+             "side.sif.sha256": lambda p: p.symlink_to(victim)}
+    for name, plant in cases.items():
+        plant(tmp_path / name)
+    for name in ("link.sif", "hard.sif", "fifo.sif", "dir.sif", "side.sif"):
+        with pytest.raises(UsageError) as exc:
+            export.check_targets(tmp_path / name)
+        assert "--follow-symlinks" not in str(exc.value) and "\n" not in str(exc.value)
+    with pytest.raises(UsageError, match="not a file name"):
+        export.check_targets(tmp_path / "a\x1b[31m.sif")
+    assert export.check_targets(tmp_path / "new.sif") is None
+
+    # the whole command refuses before any build (a builder is never looked for)
+    monkeypatch.setattr(export, "build_sif", lambda *a, **k: pytest.fail("built before the checks"))
+    for name in ("link.sif", "side.sif"):
+        r = run_cli("build", "--site", "frontier", "--recipe", "osu", "--export", str(tmp_path / name))
+        assert r.code == 2 and r.err.count("\n") == 1 and "symbolic link" in r.err, r.err
+    assert victim.read_text() == "mine" and (tmp_path / "link.sif").is_symlink() and not (tmp_path / "side.sif").exists()
+
+    # the write step with a fake payload: the image and its sidecar; a sidecar link planted meanwhile is refused
+    # before the image is replaced
+    (tmp_path / "good.sif").write_text("old image")
+    (tmp_path / "good.sif").chmod(0o600)
+    part = tmp_path / "part.sif"
+    part.write_bytes(b"fake image")
+    done = export.place(part, tmp_path / "good.sif")
+    digest = hashlib.sha256(b"fake image").hexdigest()
+    assert done.sha256 == digest and (tmp_path / "good.sif").read_bytes() == b"fake image"
+    assert (tmp_path / "good.sif.sha256").read_text() == f"{digest}  good.sif\n"
+    assert (tmp_path / "good.sif").stat().st_mode & 0o777 == 0o600 and not part.exists()
+    part.write_bytes(b"newer image")
+    (tmp_path / "good.sif.sha256").unlink()
+    (tmp_path / "good.sif.sha256").symlink_to(victim)
+    with pytest.raises(UsageError, match="symbolic link"):
+        export.place(part, tmp_path / "good.sif")
+    assert (tmp_path / "good.sif").read_bytes() == b"fake image" and victim.read_text() == "mine"

@@ -250,9 +250,9 @@ def test_equal_contents_are_linted_once_and_rts_options_keep_findings(monkeypatc
     calls = []
     real = tools._run
 
-    def counting(argv, stdin=None):
+    def counting(argv, timeout):
         calls.append([a for a in argv if a.endswith("Dockerfile")])
-        return real(argv, stdin)
+        return real(argv, timeout)
 
     monkeypatch.setattr(tools, "_run", counting)
     monkeypatch.setattr(tools, "_MEMO", {})

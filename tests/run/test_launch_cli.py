@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,106 @@ def test_the_sites_partition_is_the_default_and_an_account_can_be_required(capsy
     assert rc == 2 and "runs no job without an account" in err and "--account PROJECT" in err
     rc, out, _ = run_cli(capsys, "--site", str(tmp_path / "acct.toml"), "--bare", "--account", "proj1")
     assert rc == 0 and "#SBATCH --account=proj1" in out
+
+
+# -- hostile launch arguments (issue 28): refused at the boundary, harmless at the sinks -------------------------
+
+HOSTILE = "x\ntouch {m} #"
+
+
+@pytest.mark.parametrize("argv,option", [
+    (("--image", HOSTILE), "--image"), (("--account", HOSTILE), "--account"), (("--partition", HOSTILE), "--partition"),
+    (("--time", HOSTILE), "--time"), (("--time", "00:99:00"), "--time"), (("--time", "00:00:60"), "--time"),
+    (("--recipe", HOSTILE), "--recipe"), (("--workloads-dir", HOSTILE), "--workloads-dir"),
+    (("--runtime", HOSTILE), "--runtime"), (("--image", "\x1b]0;title\x07"), "--image"),
+    (("--", "--steps", HOSTILE), "workload argument"), (("--", "\u202eevil"), "workload argument"),
+])
+def test_a_newline_in_any_launch_argument_is_refused_naming_the_option(capsys, tmp_path, argv, option):
+    marker = tmp_path / "pwned"
+    argv = tuple(a.format(m=marker) for a in argv)
+    rc, out, err = run_cli(capsys, "--site", "frontier", "--bare" if option == "--workloads-dir" else "--nodes=1", *argv)
+    assert rc == 2 and out == ""
+    assert err.startswith(f"gen-recipe: {option} ") and err.count("\n") == 1 and "\x1b" not in err and "\u202e" not in err
+    assert not marker.exists()
+
+
+def _execute(text: str, folder: Path, file_image: bool = False) -> None:
+    """Run `text` with stub commands; a script whose image arrives as a file stops at its missing .sha256."""
+    from tests.cli.test_injection import STUBS
+    stubs = folder / "stubs"
+    stubs.mkdir(exist_ok=True)
+    for name in STUBS:
+        (stubs / name).write_text("#!/bin/sh\nexit 0\n")
+        (stubs / name).chmod(stat.S_IRWXU)
+    (folder / "job.sh").write_text(text)
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", "HOME": str(folder), "PBS_O_WORKDIR": str(folder), "USER": "nobody"}
+    r = subprocess.run(["bash", str(folder / "job.sh")], env=env, cwd=folder, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 or (file_image and r.returncode == 1 and "does not match" in r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("name", ["frontier", "alps", "hlrs", "supermuc"])
+def test_comment_lines_cannot_be_ended_early_whatever_the_job_holds(name, tmp_path):
+    """Defence at the sink: a Job built in Python skips the argument checks; every comment and directive line
+    still stays one line, and the script runs no payload."""
+    marker = tmp_path / "pwned"
+    bad = HOSTILE.format(m=marker)
+    job = launch.Job(image=bad, account=bad, partition=bad, time="00:30:00", workload_args=(bad,))
+    text = launch.script(site_mod.load(name), job)
+    header = text.split("set -euo pipefail")[0].splitlines()
+    assert all(ln.startswith("#") for ln in header), header
+    _execute(text, tmp_path, file_image=site_mod.load(name).container.image_from == "file")
+    assert not marker.exists()
+
+
+def test_every_edf_the_scripts_write_is_valid_toml_for_hostile_values(tmp_path):
+    import re
+    import sys
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    from generator.model import runtimes as registry
+    s = site_mod.load("alps")
+    for value in ('a"b', "a\\b", "a\nb = 1\n[x]", "\x00\x01\x1b[31m\x7f", "tab\there", "'''", '"""', "ünï☃"):
+        doc = tomllib.loads(registry.edf(s, "/img" + value, registry.Options(env={"HOSTILE": value, "K.Y": value})))
+        assert doc["image"] == "/img" + value and doc["env"]["HOSTILE"] == value and doc["env"]["K.Y"] == value
+        text = launch.script(s, launch.Job(image="/img" + value))
+        edfs = re.findall(r"^cat > \S+ <<'(\w+)'\n(.*?)\n\1$", text, re.S | re.M)
+        assert len(edfs) == 1 and tomllib.loads(edfs[0][1])["image"] == "/img" + value
+
+
+def test_the_image_hint_quotes_every_word_of_its_commands():
+    text = launch.script(site_mod.load("frontier"), launch.Job(image="x;rm -rf /", nodes=1))
+    hint = next(ln for ln in text.splitlines() if ln.startswith("# Image: "))
+    assert "apptainer pull 'x;rm -rf /' oras://" in hint and "apptainer build 'x;rm -rf /' pytorch.def" in hint
+    assert "--image 'x;rm -rf /'" in text.splitlines()[7]
+    text = launch.script(site_mod.load("supermuc"), launch.Job(image="a b.tar.gz", nodes=1))
+    assert "--export 'a b.tar.gz' where" in next(ln for ln in text.splitlines() if ln.startswith("# Image: "))
+
+
+def test_printing_a_bare_script_writes_nothing(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, out, _ = run_cli(capsys, "--site", "local", "--bare")
+    assert rc == 0 and "GEN_RECIPE_WORKLOADS:=" in out
+    assert os.listdir(tmp_path) == []
+    rc, out, _ = run_cli(capsys, "--site", "local", "--bare", "--out", "job.sh")   # writing the script makes build/payload
+    assert rc == 0 and f'GEN_RECIPE_WORKLOADS:={tmp_path}/build/payload}}"' in (tmp_path / "job.sh").read_text()
+    assert (tmp_path / "build" / "payload" / "workloads").is_symlink()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (("--image", ""), "gen-recipe: --image '' is empty: give an image reference"),
+    (("--runtime", "nosuch"), "gen-recipe: --runtime 'nosuch': unknown runtime (site frontier has apptainer)"),
+])
+def test_an_empty_image_and_an_unknown_runtime_are_one_line_errors(capsys, argv, message):
+    rc, out, err = run_cli(capsys, "--site", "frontier", *argv)
+    assert rc == 2 and out == "" and err.startswith(message) and err.count("\n") == 1
+
+
+def test_out_refuses_a_symlink_without_advising_a_flag_launch_lacks(capsys, tmp_path):
+    target = tmp_path / "elsewhere.sh"
+    target.write_text("keep\n")
+    (tmp_path / "job.sh").symlink_to(target)
+    rc, out, err = run_cli(capsys, "--site", "local", "--out", str(tmp_path / "job.sh"))
+    assert rc == 2 and out == "" and "is a symbolic link: not replaced (remove the link)" in err
+    assert "--follow-symlinks" not in err and target.read_text() == "keep\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -68,7 +69,7 @@ def test_cli_writes_table_and_plots(tmp_path):
     ("not json", "not JSON"),
     ('{"a": 1}', "not pytest-benchmark JSON"),
     ('{"benchmarks": []}', "no suite comparisons"),
-    ('{"benchmarks": [{"name": "x", "extra_info": {"results": [{"ratio": "a"}]}}]}', "not gen-recipe's"),
+    ('{"benchmarks": [{"name": "x", "extra_info": {"results": [{"ratio": "a"}]}}]}', "missing required key"),
 ])
 def test_bad_input(tmp_path, content, words):
     src = tmp_path / "r.json"
@@ -80,3 +81,97 @@ def test_bad_input(tmp_path, content, words):
 def test_missing_file(tmp_path):
     r = run_cli("report", str(tmp_path / "none.json"))
     assert r.code == 2 and "cannot read" in r.err
+
+
+def test_report_writes_its_set_through_the_write_path(tmp_path):
+    """report.md and both PNGs are one set (files.write_set): no fixed temporary name to plant a link at,
+    and a link or directory at an output name is refused before any byte is written."""
+    pytest.importorskip("matplotlib")
+    src = tmp_path / "results.json"
+    src.write_text(json.dumps(results()))
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    out.mkdir()
+    victim.write_text("mine")
+    (out / ".ratios.png.tmp").symlink_to(victim)            # the old fixed temporary name
+    assert run_cli("report", str(src), "--out", str(out)).code == 0
+    assert victim.read_text() == "mine" and (out / "ratios.png").read_bytes()[:4] == b"\x89PNG"
+    for name, plant in (("series.png", lambda p: p.symlink_to(victim)), ("ratios.png", lambda p: p.mkdir())):
+        other = tmp_path / f"out-{name}"
+        other.mkdir()
+        plant(other / name)
+        r = run_cli("report", str(src), "--out", str(other))
+        assert r.code == 2 and r.err.count("\n") == 1 and str(other / name) in r.err, r.err
+        assert "--follow-symlinks" not in r.err                # report has no such option
+        assert sorted(p.name for p in other.iterdir()) == [name] and victim.read_text() == "mine"
+
+
+DEEP = '{"benchmarks": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+def record(**kw) -> str:
+    doc = results()
+    doc["benchmarks"][0]["extra_info"][KEY][0].update(kw)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("text,words", [
+    (record().replace('"pairs": 12', '"pairs": 1e400'), "results[0].pairs: expected an integer"),
+    (record(runtime=5), "results[0].runtime: expected a string, got an integer 5"),
+    ('{"benchmarks": 5}', "benchmarks: expected an array"),
+    (DEEP, "nested too deeply"),
+    (record(tolerance=[1.0, 0.5]), "results[0].tolerance: expected [reference, lower, upper, unit]"),
+    (record(ratio=float("nan")), "results[0].ratio: expected a finite number"),
+    (record(bare=["fast"]), "results[0].bare[0]: expected a finite number"),
+    (record(site=["local"]), "results[0].site: expected a string"),
+    (record(workload="a$b$"), "results[0].workload: 'a$b$' is not lower-case"),
+    (record(verdict="ok"), "results[0].verdict: expected one of pass, fail"),
+    (record(extra=[1]), "results[0].extra: expected an object"),
+    ('{"benchmarks": [{"extra_info": {"results": 3}}]}', "benchmarks[0].extra_info.results: expected an array"),
+    ('{"benchmarks": [{"extra_info": []}]}', "benchmarks[0].extra_info: expected an object"),
+    ('{"benchmarks": ["x"]}', "benchmarks[0]: expected an object"),
+])
+def test_report_checks_the_results_file_at_the_boundary(tmp_path, text, words):
+    """Each field report reads is checked when the file is read: one line naming the file, the JSON path and
+    a fix, exit 2 — never a traceback (a fuzzer found these: tests/suite/test_fuzz_report.py)."""
+    src = tmp_path / "r.json"
+    src.write_text(text)
+    r = run_cli("report", str(src), "--out", str(tmp_path / "out"), "--no-plots")
+    assert r.code == 2 and r.err.count("\n") == 1 and str(src) in r.err and words in r.err, r.err
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_refuses_special_inputs_and_a_file_as_out(tmp_path):
+    src = tmp_path / "r.json"
+    src.write_text(json.dumps(results()))
+    (tmp_path / "file").write_text("mine")
+    os.mkfifo(tmp_path / "fifo")
+    for argv, words in (((str(src), "--out", str(tmp_path / "file")), "not a folder"),
+                        ((str(tmp_path / "fifo"),), "a FIFO, not a regular file"),
+                        (("/dev/zero",), "not a regular file"),
+                        ((str(tmp_path),), "a directory, not a regular file")):
+        r = run_cli("report", *argv, "--no-plots")
+        assert r.code == 2 and r.err.count("\n") == 1 and words in r.err, r.err
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_report_plots_an_interval_that_does_not_hold_its_ratio(tmp_path):
+    pytest.importorskip("matplotlib")
+    src = tmp_path / "r.json"
+    src.write_text(record(low=2.0, high=0.5))
+    assert run_cli("report", str(src), "--out", str(tmp_path / "out")).code == 0
+
+
+def test_report_escapes_what_it_echoes(tmp_path):
+    """Strings from the results and the command line reach the terminal through errors.shown and report.md
+    as markdown escapes (`|` and backquotes too): no raw escape code, no broken table."""
+    src = tmp_path / "r\x1b[31m|`x`.json"
+    src.write_text(json.dumps(results()))
+    out = tmp_path / "out\x1b]0;title\x07"
+    r = run_cli("report", str(src), "--out", str(out), "--no-plots")
+    assert r.code == 0 and "\x1b" not in r.out + r.err and "\\x1b]0;title\\x07" in r.out
+    md = (out / "report.md").read_text()
+    assert "From r\\\\x1b[31m\\|\\`x\\`.json." in md and "\x1b" not in md
+    hostile = Result(**{**OVERHEAD.as_dict(), "site": "a|b\x1b[31m", "workload": "w\nx", "runtime": "\u202ert"})
+    row = report.markdown([hostile]).splitlines()[2]
+    assert row.startswith("| a\\|b\\\\x1b[31m | w\\\\nx | \\\\u202ert | hybrid |"), row
+    assert "\x1b" not in row and "\u202e" not in row
