@@ -85,8 +85,9 @@ def inside(folder: Path | str, rel: str, what: str) -> Path:
     return target
 
 
-def _target(path: Path, follow_symlinks: bool, flag: str | None = "--follow-symlinks") -> tuple[Path, int | None]:
-    """The file to replace (a symlink's target when following) and the mode to keep (None: new file).
+def replaceable(path: Path, follow_symlinks: bool, flag: str | None = "--follow-symlinks") -> tuple[Path, int | None]:
+    """The write path's check of one target, also for writers that place a finished file themselves
+    (build --export): the file to replace (a symlink's target when following) and the mode to keep (None: new file).
     `flag`: the option that lets this command follow links (None: it has none), for the message."""
     try:
         st = os.lstat(path)
@@ -98,7 +99,7 @@ def _target(path: Path, follow_symlinks: bool, flag: str | None = "--follow-syml
         if not follow_symlinks:
             how = f"pass {flag} to write to {shown(os.readlink(path))}, or remove the link" if flag else "remove the link"
             raise UsageError(f"{shown(path)} is a symbolic link: not replaced ({how})")
-        return _target(Path(os.path.realpath(path)), follow_symlinks=False, flag=flag)
+        return replaceable(Path(os.path.realpath(path)), follow_symlinks=False, flag=flag)
     if not stat.S_ISREG(st.st_mode):
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a device or special file"
         raise UsageError(f"{shown(path)} is {kind}, not a regular file: not replaced (write elsewhere)")
@@ -194,7 +195,7 @@ def write_set(texts: Mapping[Path, str | bytes], *, mode: int = 0o644, follow_sy
     if not follow_symlinks:
         for p in texts:
             _no_linked_folder(Path(p).parent, root, flag)
-    targets = {Path(p): _target(Path(p), follow_symlinks, flag) for p in texts}
+    targets = {Path(p): replaceable(Path(p), follow_symlinks, flag) for p in texts}
     for real, _ in targets.values():
         _mkdirs(real.parent)
     temps: dict[Path, Path] = {}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from generator.recipe import catalog
 from generator.errors import UsageError, shown
-from generator.files import _target, write_atomic
+from generator.files import replaceable, write_atomic
 from generator.model.schema import KINDS
 from generator.run.runtimes import PLATFORMS
 from generator.model.site import Site
@@ -62,8 +62,8 @@ def check_targets(path: Path) -> int | None:
     an existing FILE keeps (None: a new file)."""
     if not KINDS["word"][0].fullmatch(path.name):
         raise UsageError(f"--export {shown(path.name)}: not a file name of {KINDS['word'][1]} (e.g. --export pytorch-site.sif)")
-    _target(sidecar(path), follow_symlinks=False, flag=None)
-    return _target(path, follow_symlinks=False, flag=None)[1]
+    replaceable(sidecar(path), follow_symlinks=False, flag=None)
+    return replaceable(path, follow_symlinks=False, flag=None)[1]
 
 
 def place(part: Path, path: Path) -> Exported:
