@@ -50,11 +50,11 @@ def _fail(function: str):
     return fail
 
 
-def _word(function: str, argument: str, kind: str, value) -> str:
+def _word(function: str, argument: str, kind: str, value, example: str | None = None) -> str:
     """A string a recipe gave `argument`, checked like a site value of the schema `kind` at the API's boundary: a
     RecipeError naming the function and the argument otherwise."""
     try:
-        return Loader(f"generator.api.{function}").check_string(value, argument, kind)
+        return Loader(f"generator.api.{function}").check_string(value, argument, kind, example)
     except SiteError as exc:
         raise RecipeError(str(exc)) from None
 
@@ -120,7 +120,7 @@ def two_stage(site: Site, name: str, p: Plan, *, keep: Sequence = (), build: Seq
     stage (the site's runtime base, `runtime_packages`, what the `keep` blocks leave behind, `runtime_extra`,
     `env`, `workdir`, `labels`, a non-root user and `command`). Every string is checked like a site value."""
     workdir = _word("two_stage", "workdir", "imgpath", workdir) if workdir else ""
-    return _two_stage(site, _word("two_stage", "name", "name", name), p, build=build, keep=keep, runtime_extra=runtime_extra,
+    return _two_stage(site, _word("two_stage", "name", "name", name, "myapp"), p, build=build, keep=keep, runtime_extra=runtime_extra,
                       runtime_packages=_words("two_stage", "runtime_packages", "package", runtime_packages),
                       command=_words("two_stage", "command", "arg", command, empty=False),
                       build_packages=_words("two_stage", "build_packages", "package", build_packages),

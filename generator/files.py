@@ -7,7 +7,7 @@ path inside the folder it belongs to after resolving `..` and links.
 
 `write_set({path: text})` writes a whole set of files so that readers and an interrupted run see the
 old set or the new one, never a mix: every file is first written and synced beside its target, then all
-are renamed into place with SIGINT/SIGTERM held back; a signal during the first phase removes the
+are renamed into place with SIGINT/SIGTERM/SIGHUP held back; a signal during the first phase removes the
 temporary files. It refuses to write over anything that is not a regular file (a device, a FIFO, a
 directory, a symlink unless `follow_symlinks`, a file with other hard links), keeps an existing file's
 mode, and holds a lock on each output directory so that concurrent runs do not mix their files.
@@ -97,7 +97,8 @@ def replaceable(path: Path, follow_symlinks: bool, flag: str | None = "--follow-
         raise WriteFailed(f"cannot write {shown(path)}: {exc.strerror}") from None
     if stat.S_ISLNK(st.st_mode):
         if not follow_symlinks:
-            how = f"pass {flag} to write to {shown(os.readlink(path))}, or remove the link" if flag else "remove the link"
+            how = (f"pass {flag} to write to {shown(os.readlink(path))}, or remove the link" if flag else
+                   f"name its target {shown(os.readlink(path))} instead, or remove the link")
             raise UsageError(f"{shown(path)} is a symbolic link: not replaced ({how})")
         return replaceable(Path(os.path.realpath(path)), follow_symlinks=False, flag=flag)
     if not stat.S_ISREG(st.st_mode):
@@ -152,8 +153,8 @@ def one_at_a_time(lock_file: Path, waiting=None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends (they are delivered then)."""
-    held = {signal.SIGINT, signal.SIGTERM}
+    """SIGINT, SIGTERM and SIGHUP wait until the block ends (they are delivered then)."""
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         yield

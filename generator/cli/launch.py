@@ -17,7 +17,7 @@ from pathlib import Path
 
 from workloads.registry import NAMES as WORKLOADS
 
-from generator.errors import UsageError, shown
+from generator.errors import shown
 from generator.files import write_atomic
 from generator.model import site as site_mod
 from generator.recipe import catalog, payload
@@ -74,19 +74,14 @@ def run(args: argparse.Namespace) -> int:
     job = job_from_args(args)
     check_job(site, job)                                            # every argument checked before it is used
     job = replace(job, recipe=catalog.load(job.recipe))          # resolved once (an app file is read once)
-    # bare: a folder holding only the workloads package, ./build/payload (payload.pythonpath), made once the script
-    # is written; a printed script names the package's own folder (printing writes nothing)
+    # bare: a folder holding only the workloads package, ./build/payload (payload.pythonpath), made (or checked)
+    # before the script is written; a printed script names the package's own folder (printing writes nothing)
     link_payload = job.bare and not job.workloads_dir and job.recipe.builtin and args.out
     if link_payload:
-        job = replace(job, workloads_dir=str((Path("build") / "payload").absolute()))
+        job = replace(job, workloads_dir=str(payload.pythonpath(Path("build"))))
     text = script(site, job)
     if args.out:
         write_atomic(args.out, text, mode=0o755, flag=None)     # launch has no --follow-symlinks
-        if link_payload:
-            try:
-                payload.pythonpath(Path("build"))
-            except OSError as exc:
-                raise UsageError(f"cannot make build/payload for the bare run: {exc.strerror} (give --workloads-dir)") from None
         print(shown(str(args.out)))
     else:
         print(text, end="")

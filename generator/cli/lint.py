@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from generator.errors import UsageError, shown
-from generator.files import WriteFailed, write_set
+from generator.files import WriteFailed, replaceable, write_set
 from generator.lint.engine import lint_sources
 from generator.lint import fix as fixer
 from generator.lint.fix import Fixed, fix_all
@@ -69,17 +69,25 @@ def write_fixed(path: Path, old: str, new: str, backup: bool) -> None:
 
 def fix_sources(sources: list[Source], backup: bool, unsafe: bool = False
                 ) -> tuple[list[Source], dict[str, list[Fixed]], list[str]]:
-    """Fix each source in place (atomically, a numbered FILE.orig kept unless backup is False).
-    Also returns the files that reached the fix limit."""
-    fixed_sources, fixed, limited = [], {}, []
+    """Fix each source in place (atomically, a numbered FILE.orig kept unless backup is False). Every file to
+    rewrite is checked (links, special files, hard links) before the first is written: one refused file
+    leaves all of them as they were. Also returns the files that reached the fix limit."""
+    fixed_sources, fixed, limited, changed = [], {}, [], []
     for src in sources:
         text, done, stopped = fix_all(src.text, src.kind, unsafe)
         if stopped:
             limited.append(src.path)
         if text != src.text:
-            write_fixed(Path(src.path), src.text, text, backup)
+            changed.append((Path(src.path), src.text, text))
         fixed[src.path] = done
         fixed_sources.append(Source(src.path, text, src.kind))
+    for path, _, _ in changed:
+        try:
+            replaceable(path, follow_symlinks=False, flag=None)
+        except (UsageError, WriteFailed) as exc:
+            raise LintError(f"lint: {exc}" + (" (no file was rewritten)" if len(changed) > 1 else "")) from None
+    for path, old, new in changed:
+        write_fixed(path, old, new, backup)
     return fixed_sources, fixed, limited
 
 

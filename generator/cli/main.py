@@ -13,6 +13,7 @@ failed); never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import signal
@@ -47,14 +48,25 @@ def _run(module_name: str, prog: str, argv: Sequence[str], description: str) -> 
     return module.run(parser.parse_args(argv))
 
 
-def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C, so temporary files are removed
-    raise SystemExit(128 + signum)
+class _Ended(SystemExit):
+    """SIGTERM or SIGHUP (a closed terminal or ssh session): unwinds like Ctrl-C, so temporary files are
+    removed and child processes (linters, builders) ended."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.name = signal.Signals(signum).name
+
+
+def _terminate(signum, frame):
+    raise _Ended(signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
+        if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:       # nohup's SIG_IGN is kept
+            signal.signal(signal.SIGHUP, _terminate)
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return _run(SUBCOMMANDS[argv[0]], f"gen-recipe {argv[0]}", argv[1:], "")
@@ -66,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gen-recipe: interrupted", file=sys.stderr)
         return 130
+    except _Ended as exc:
+        with contextlib.suppress(OSError):      # after SIGHUP the terminal may be gone
+            print(f"gen-recipe: ended by {exc.name}", file=sys.stderr)
+        return exc.code
     except BrokenPipeError:
         return 0
     except OSError as exc:          # standard output on a full disk, a closed terminal

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from generator.files import one_at_a_time
 from generator.recipe import catalog, render
-from generator.images.tags import IGNORED
+from generator.model.app import IGNORED
 from generator.recipe.payload import workloads_dir
 from generator.model.site import Site
 from generator.images.process import BuildFailed, ToolMissing, stream

@@ -8,6 +8,7 @@ from pathlib import Path
 from generator import __version__
 from generator.recipe import catalog, render
 from generator.recipe.payload import workloads_dir
+from generator.model.app import IGNORED
 from generator.model.site import Site
 
 
@@ -42,7 +43,6 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-IGNORED = ("__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".venv")
 
 
 def _wanted(path: Path, root: Path) -> bool:

@@ -15,6 +15,7 @@ documents every key. This module imports only the schema engine and the one read
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -181,16 +182,38 @@ def _check(app: App, fail, reserved: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(pins))
 
 
+IGNORED = ("__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".venv")   # never copied into an image
+MAX_ENTRIES = 100_000      # files and folders under one [files] source: a bound on the walk (a mistyped "/")
+
+
 def local_problem(folder: Path, rel: str, label: str, missing_hint: str) -> tuple[str, str] | None:
     """Why `rel` cannot go from `folder` (called `label` in messages) into a build context: it must stay
-    inside the folder, also through links, and exist. None when it can; else (problem, hint)."""
+    inside the folder, also through links, and exist; a folder's every entry too (a link leading out, a FIFO,
+    socket or device inside it is named), at most MAX_ENTRIES of them. None when it can; else (problem, hint)."""
     local = folder / rel
     if ".." in Path(rel).parts or Path(rel).is_absolute():
         return f"must be a relative path inside {label}", "move the file into that folder"
     if not local.exists():
         return f"{local} does not exist", missing_hint
-    if folder.resolve() not in local.resolve().parents:
+    base = folder.resolve()
+    if base not in local.resolve().parents:
         return f"{local} leads outside {label} (a link?)", "copy it into that folder"
+    if not local.is_dir():
+        return None if local.is_file() else (f"{local} is not a regular file or folder", "copy a regular file there")
+    seen = 0
+    for root, dirs, names in os.walk(local):        # links to folders are not descended into: checked as entries
+        dirs[:] = [d for d in dirs if d not in IGNORED]
+        for name in dirs + names:
+            seen += 1
+            entry = Path(root) / name
+            if seen > MAX_ENTRIES:
+                return f"{local} holds more than {MAX_ENTRIES} files and folders", "copy only what the image needs"
+            if entry.is_symlink() and base not in entry.resolve().parents:
+                return f"{entry} leads outside {label} (a link)", "copy what it points to into that folder"
+            if entry.is_symlink() and not entry.exists():
+                return f"{entry} is a link to nothing", "remove it, or point it at a file in the folder"
+            if not (entry.is_file() or entry.is_dir()):
+                return f"{entry} is not a regular file or folder (a FIFO, socket or device)", "remove it from the folder"
     return None
 
 

@@ -198,15 +198,18 @@ class Loader:
         if tp is str:
             if not isinstance(raw, str):
                 self.fail(key, f"expected a string, got {describe(raw)}", f'quote it: "{shown(raw)}"')
-            return self.check_string(raw, key, meta.get("kind", "text"))
+            return self.check_string(raw, key, meta.get("kind", "text"), meta.get("example"))
         raise TypeError(f"unsupported schema type {tp!r}")  # pragma: no cover - schema bug
 
-    def check_string(self, raw: str, key: str, kind: str) -> str:
+    def check_string(self, raw: str, key: str, kind: str, example_value: str | None = None) -> str:
+        """`raw` if it is of `kind`; else a failure naming `key`, with `example_value` (the field's own example)
+        or the kind's as the fix."""
         pattern, what = KINDS[kind]
         if not isinstance(raw, str) or not pattern.fullmatch(raw):
             problem = "contains a control character" if isinstance(raw, str) and UNPRINTABLE.search(raw) else \
                 f"is not {what}" if kind != "text" else "is too long"
-            self.fail(key, f"{shown(raw)} {problem}", f"write e.g. {example({'example': EXAMPLES.get(kind, 'x')})}")
+            ex = example_value if isinstance(example_value, str) and pattern.fullmatch(example_value) else EXAMPLES.get(kind, "x")
+            self.fail(key, f"{shown(raw)} {problem}", f"write e.g. {example({'example': ex})}")
         return raw
 
     def table(self, cls, raw: Mapping, prefix: str):

@@ -95,11 +95,14 @@ def load(spec: str | Recipe) -> Recipe:
     if spec in names():
         return _builtin(spec)
     file, _, function = spec.rpartition(":") if re.search(r":[A-Za-z_]\w*$", spec) else (spec, "", "")
+    inside = [f"{file.rstrip('/')}/{n}" for n in ("app.toml", "recipe.py") if (Path(file) / n).is_file()]
+    if inside:
+        raise UsageError(f"{shown(file)} is a folder: give the recipe in it, e.g. --recipe {shown(inside[0])}")
     if file.endswith(".py") or "/" in file:
         return _python_file(spec, Path(file), function or "build")
     if function and re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", file):
         return _python_module(spec, file, function)
-    hint = f"; a file {spec} is here: say ./{spec}" if Path(spec).exists() else ""
+    hint = f"; a file {spec} is here: say ./{spec}" if Path(spec).is_file() else ""
     raise UsageError(f"unknown recipe '{spec}' ({did_you_mean(spec, names())}){hint}; give a built-in name "
                      "(gen-recipe --list-recipes), an app file (app.toml), a Python recipe (recipe.py) or module:function")
 
@@ -190,9 +193,9 @@ def _from_module(spec: str, module: ModuleType, function: str, source: str, defa
         raise UsageError(f"{source}: {key}: {problem} ({hint})")
     for rel, dest in files.items():       # the destinations app files may use, checked alike
         app_model.check_dest(dest, f"FILES[{rel!r}]", refuse)
+    for rel in dict.fromkeys([*files, *context]):      # named by the attribute the user set
+        check_local(folder, rel, f"{source}: " + (f"FILES[{rel!r}]" if rel in files else f"CONTEXT {rel!r}"))
     context = tuple(dict.fromkeys([*files, *context]))
-    for rel in context:
-        check_local(folder, rel, f"{source}: CONTEXT {rel!r}")
     workload = getattr(module, "WORKLOAD", None)
     if workload is not None and not isinstance(workload, app_model.AppWorkload):
         raise UsageError(f"{source}: WORKLOAD must be made with generator.api.workload(...)")
@@ -212,7 +215,7 @@ def _no_python(site) -> None:
 def check_local(folder: Path, rel: str, where: str) -> Path:
     """A path the build context takes from the user's folder: relative, existing, inside the folder."""
     if not KINDS["relpath"][0].fullmatch(rel):
-        raise UsageError(f"{where}: must be a relative path inside {folder} ({KINDS['relpath'][1]})")
+        raise UsageError(f"{where}: must be a relative path inside {shown(str(folder))} ({KINDS['relpath'][1]})")
     problem = app_model.local_problem(folder, rel, str(folder), "give a path relative to the recipe file")
     if problem:
         raise UsageError(f"{where}: {problem[0]} ({problem[1]})")

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import workloads
+from generator.errors import UsageError, shown
 
 
 def workloads_dir() -> Path:
@@ -19,13 +20,26 @@ def workloads_dir() -> Path:
 
 
 def pythonpath(cache_dir: Path = Path("build")) -> Path:
-    """A directory holding only `workloads` (a link to the package), made once under `cache_dir`."""
+    """A directory holding only `workloads` (a link to the package), made once under `cache_dir`. Refuses
+    (UsageError, before any change) a linked `cache_dir` or payload folder and anything but its own link at
+    `workloads`: the folder is the tool's, and a planted link must not move where the bare runs read from."""
     root = (cache_dir / "payload").absolute()
     link, target = root / "workloads", workloads_dir()
-    if not (link.is_symlink() and Path(os.readlink(link)) == target):
+    fix = "remove it, or give --workloads-dir"
+    for folder in (cache_dir.absolute(), root):
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise UsageError(f"{shown(str(folder))}: not a folder of its own (a link or a file): {fix}")
+    if link.is_symlink() and Path(os.readlink(link)) == target:
+        return root
+    if link.exists() and not link.is_symlink():
+        raise UsageError(f"{shown(str(link))}: not the link to the workloads package this tool makes: {fix}")
+    tmp = root / f".workloads.{os.getpid()}"
+    try:
         root.mkdir(parents=True, exist_ok=True)
-        tmp = root / f".workloads.{os.getpid()}"
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(target, target_is_directory=True)
         os.replace(tmp, link)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot make {shown(str(link))} for the bare run: {exc.strerror} ({fix})") from None
     return root

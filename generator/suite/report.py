@@ -26,6 +26,8 @@ MAX_SERIES = 100_000        # per-pair values of one side
 MAX_VALUE = 1e15            # any number the report reads (finite, of at most this size)
 # The kinds (generator.model.schema.KINDS) of the strings a record has, and which keys it must have.
 STRINGS = {"site": "name", "workload": "name", "runtime": "word", "metric": "word", "mode": "value", "message": "text"}
+EXAMPLE = {"site": "frontier", "workload": "cnn", "runtime": "podman", "metric": "throughput", "mode": "hybrid",
+           "message": "a verdict"}
 REQUIRED = ("site", "workload", "runtime", "ratio", "low", "high", "pairs", "verdict")
 VERDICTS = ("pass", "fail", "inconclusive", "info")
 FOREIGN = "not a record of gen-recipe's suite (written by another version?): rerun the suite with this gen-recipe"
@@ -95,9 +97,13 @@ def _record(raw, key: str, loader: Loader) -> Result:
         if name in raw:
             if not isinstance(raw[name], str):
                 loader.fail(f"{key}.{name}", f"expected a string, got {described(raw[name])}", FOREIGN)
-            kw[name] = loader.check_string(raw[name], f"{key}.{name}", kind)
+            kw[name] = loader.check_string(raw[name], f"{key}.{name}", kind, EXAMPLE[name])
     for name in ("ratio", "low", "high"):
         kw[name] = _number(raw[name], f"{key}.{name}", loader)
+        if kw[name] <= 0:       # a ratio of two speeds, and its interval
+            loader.fail(f"{key}.{name}", f"expected a ratio above 0, got {described(raw[name])}", FOREIGN)
+    if kw["low"] > kw["high"]:
+        loader.fail(f"{key}.low", f"the interval's low end {kw['low']:g} is above its high end {kw['high']:g}", FOREIGN)
     pairs = raw["pairs"]
     if isinstance(pairs, bool) or not isinstance(pairs, int) or not 0 <= pairs <= MAX_INT:
         loader.fail(f"{key}.pairs", f"expected an integer from 0 to {MAX_INT}, got {described(pairs)}", FOREIGN)
@@ -108,7 +114,7 @@ def _record(raw, key: str, loader: Loader) -> Result:
         if len(tolerance) != 4 or not isinstance(tolerance[3], str):
             loader.fail(f"{key}.tolerance", "expected [reference, lower, upper, unit]", FOREIGN)
         tolerance = (*(_number(x, f"{key}.tolerance[{i}]", loader) for i, x in enumerate(tolerance[:3])),
-                     loader.check_string(tolerance[3], f"{key}.tolerance[3]", "word"))
+                     loader.check_string(tolerance[3], f"{key}.tolerance[3]", "word", "ratio"))
     for side in ("bare", "container"):
         values = _typed(raw.get(side), list, f"{key}.{side}", "an array", loader, optional=True) or ()
         kw[side] = tuple(_number(x, f"{key}.{side}[{i}]", loader) for i, x in enumerate(values))

@@ -139,3 +139,25 @@ def test_here_document_cannot_be_ended_early_and_names_are_refused():
 def test_launch_refuses_counts_out_of_range(argv):
     assert "out of range" in one_line(run_cli("launch", "--site", "local", *argv)) or \
         "not a whole number" in run_cli("launch", "--site", "local", *argv).err
+
+
+def test_launch_bare_payload_folder_is_checked_before_the_script_is_written(tmp_path, monkeypatch):
+    """`launch --bare --out` makes ./build/payload/workloads (a link to the package): a linked build or payload
+    folder, or a file of the user's at its place, is refused before the script is written; nothing followed."""
+    monkeypatch.chdir(tmp_path)
+    argv = ("launch", "--site", "local", "--workload", "mnist", "--bare", "--out", "bare.sh")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "payload").symlink_to(outside)
+    assert "not a folder of its own" in one_line(run_cli(*argv))
+    assert not list(outside.iterdir()) and not (tmp_path / "bare.sh").exists()
+    (tmp_path / "build" / "payload").unlink()
+    (tmp_path / "build" / "payload" / "workloads").mkdir(parents=True)
+    assert "build/payload/workloads: not the link" in one_line(run_cli(*argv))
+    assert sorted(p.name for p in (tmp_path / "build" / "payload").iterdir()) == ["workloads"]
+    assert not (tmp_path / "bare.sh").exists()
+    (tmp_path / "build" / "payload" / "workloads").rmdir()
+    r = run_cli(*argv)
+    assert r.code == 0 and (tmp_path / "bare.sh").is_file(), r.err
+    assert (tmp_path / "build" / "payload" / "workloads").is_symlink()

@@ -164,11 +164,52 @@ def test_fix_refuses_links_before_writing_anything(capsys, tmp_path):
     link, hard = tmp_path / "Dockerfile", tmp_path / "hard.Dockerfile"
     link.symlink_to(real.name)
     os.link(real, hard)
-    for path, why in ((link, "is a symbolic link: not replaced (remove the link)"), (hard, "other hard link")):
+    named = "is a symbolic link: not replaced (name its target real.Dockerfile instead, or remove the link)"
+    for path, why in ((link, named), (hard, "other hard link")):
         rc, out, err = lint(capsys, "--fix", path)
         assert rc == 2 and out == "" and err.count("\n") == 1 and why in err and "--follow" not in err, err
         assert real.read_text() == smelly and link.is_symlink()
         assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile", "hard.Dockerfile", "real.Dockerfile"]
+
+
+def test_fix_of_several_files_checks_every_one_before_writing_any(capsys, tmp_path):
+    smelly = "FROM debian:12\nRUN apt install -y curl=7.88.1-10+deb12u8 && rm -rf /var/lib/apt/lists/*\nUSER 1\n"
+    for name in ("a.Dockerfile", "z.Dockerfile"):
+        (tmp_path / name).write_text(smelly)
+    os.link(tmp_path / "z.Dockerfile", tmp_path / "hard")
+    rc, out, err = lint(capsys, "--fix", tmp_path)
+    assert rc == 2 and "z.Dockerfile has 1 other hard link" in err and "(no file was rewritten)" in err, err
+    assert (tmp_path / "a.Dockerfile").read_text() == smelly            # before: fixed, with a.Dockerfile.orig
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.Dockerfile", "hard", "z.Dockerfile"]
+    (tmp_path / "hard").unlink()
+    rc, out, err = lint(capsys, "--fix", tmp_path)
+    assert rc == 1 and out.count("fixed DL3027") == 2, out + err     # 1: findings left (DL3015)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.Dockerfile", "a.Dockerfile.orig", "z.Dockerfile",
+                                                          "z.Dockerfile.orig"]
+
+
+def test_sighup_ends_the_linters_too(tmp_path):
+    """A closed terminal or ssh session (SIGHUP) ends hadolint and ShellCheck with the tool, as SIGTERM does."""
+    path = tmp_path / "Dockerfile"
+    path.write_text(NESTED)
+    proc = gen_recipe(["lint", str(path)], {tools.TIMEOUT_ENV: "600", "GEN_RECIPE_LINT_CACHE": "0"})
+    try:
+        deadline, children = time.monotonic() + 120, []
+        while not children and time.monotonic() < deadline and proc.poll() is None:
+            children = [c for c in _children(proc.pid) if "hadolint" in Path(f"/proc/{c}/cmdline").read_text()]
+            time.sleep(0.1)
+        assert children, "hadolint never started"
+        proc.send_signal(signal.SIGHUP)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 128 + signal.SIGHUP and "ended by SIGHUP" in err, (proc.returncode, err)
+        deadline = time.monotonic() + 30
+        while any(map(_running, children)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(map(_running, children))               # before: hadolint went on in its own session
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def test_echoed_names_and_content_are_escaped(capsys, tmp_path):

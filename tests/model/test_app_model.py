@@ -3,6 +3,9 @@ fix, exit code 2, no traceback; requirements files and metrics are read as docum
 
 from __future__ import annotations
 
+import os
+import re
+
 from pathlib import Path
 
 import pytest
@@ -112,6 +115,29 @@ def test_symlink_out_of_the_folder_is_refused(tmp_path):
         app.load(folder / "app.toml")
 
 
+@pytest.mark.parametrize("entry, fragment", [
+    ("link-out", "src/sub/creds leads outside the app's folder (a link)"),
+    ("fifo", "src/sub/creds is not a regular file or folder (a FIFO"),
+    ("dangling", "src/sub/creds is a link to nothing"),
+])
+def test_entries_inside_a_files_folder_are_checked(tmp_path, entry, fragment):
+    """A [files] folder goes whole into the build context: a link inside it must not bring in a file from
+    outside (copytree follows links), and a FIFO or device must not block or break the copy."""
+    (tmp_path / "secret").write_text("secret\n")
+    folder = tmp_path / "app"
+    (folder / "src" / "sub").mkdir(parents=True)
+    (folder / "src" / "sub" / "inside.py").write_text("")
+    (folder / "src" / "ok.py").symlink_to("sub/inside.py")            # a link inside the folder is fine
+    creds = folder / "src" / "sub" / "creds"
+    {"link-out": lambda: creds.symlink_to(tmp_path / "secret"), "fifo": lambda: os.mkfifo(creds),
+     "dangling": lambda: creds.symlink_to("nothing")}[entry]()
+    (folder / "app.toml").write_text('schema = 1\nname = "demo"\nbase = "none"\n[files]\n"src" = "/opt/demo"\n')
+    with pytest.raises(GenRecipeError, match=re.escape(fragment)):
+        app.load(folder / "app.toml")
+    creds.unlink()
+    assert app.load(folder / "app.toml").files == {"src": "/opt/demo"}
+
+
 def test_requirements_file(tmp_path):
     req = tmp_path / "requirements.txt"
     req.write_text("# comment\nnumpy == 2.1.3  # trailing\n\ntqdm==4.67.1\n")
@@ -162,3 +188,15 @@ def test_wheels_of_your_own(tmp_path):
     for wheel, fragment in (("dist/mypkg.tar.gz", "is not a wheel file name"), ("dist/other-1.0-py3-none-any.whl", "does not exist")):
         with pytest.raises(GenRecipeError, match=f"python.wheels\\[0\\]: .*{fragment}"):
             app.load(write(tmp_path, base.replace("dist/mypkg-1.0-py3-none-any.whl", wheel)))
+
+
+def test_a_recipe_folder_is_answered_with_the_file_in_it(tmp_path, monkeypatch, capsys):
+    """`--recipe app` (the folder new-recipe made) names app/app.toml: before, the hint said ./app, which failed."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "app.toml").write_text(GOOD)
+    for spec in ("app", "./app", "app/"):
+        assert cli.main(["--site", "local", "--recipe", spec]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is a folder: give the recipe in it, e.g. --recipe " in err, err
+        assert err.rstrip().endswith(spec.rstrip("/") + "/app.toml"), err

@@ -215,5 +215,5 @@ def test_out_refuses_a_symlink_without_advising_a_flag_launch_lacks(capsys, tmp_
     target.write_text("keep\n")
     (tmp_path / "job.sh").symlink_to(target)
     rc, out, err = run_cli(capsys, "--site", "local", "--out", str(tmp_path / "job.sh"))
-    assert rc == 2 and out == "" and "is a symbolic link: not replaced (remove the link)" in err
+    assert rc == 2 and out == "" and f"is a symbolic link: not replaced (name its target {target} instead, or remove the link)" in err
     assert "--follow-symlinks" not in err and target.read_text() == "keep\n"

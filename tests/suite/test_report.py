@@ -121,6 +121,9 @@ def record(**kw) -> str:
     (DEEP, "nested too deeply"),
     (record(tolerance=[1.0, 0.5]), "results[0].tolerance: expected [reference, lower, upper, unit]"),
     (record(ratio=float("nan")), "results[0].ratio: expected a finite number"),
+    (record(ratio=-5), "results[0].ratio: expected a ratio above 0, got"),
+    (record(low=0), "results[0].low: expected a ratio above 0"),
+    (record(low=10.0, high=2.0), "results[0].low: the interval's low end 10 is above its high end 2"),
     (record(bare=["fast"]), "results[0].bare[0]: expected a finite number"),
     (record(site=["local"]), "results[0].site: expected a string"),
     (record(workload="a$b$"), "results[0].workload: 'a$b$' is not lower-case"),
@@ -157,7 +160,7 @@ def test_report_refuses_special_inputs_and_a_file_as_out(tmp_path):
 def test_report_plots_an_interval_that_does_not_hold_its_ratio(tmp_path):
     pytest.importorskip("matplotlib")
     src = tmp_path / "r.json"
-    src.write_text(record(low=2.0, high=0.5))
+    src.write_text(record(ratio=0.5, low=1.2, high=2.0))     # a bootstrap's point can sit outside its interval
     assert run_cli("report", str(src), "--out", str(tmp_path / "out")).code == 0
 
 
