@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal, Union
 
 from generator import errors, files
-from generator.errors import UNPRINTABLE, SiteError, UsageError, did_you_mean
+from generator.errors import UNSAFE_FOR_TERMINAL, SiteError, UsageError, did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -44,8 +44,11 @@ class Version(str):
         return ".".join(str(p) for p in self.parts[:n])
 
 
+# One printable character: no control character, line separator, bidirectional override or isolate, or lone
+# surrogate (errors.UNSAFE_FOR_TERMINAL).
+PRINTABLE = r"[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 KINDS: Mapping[str, tuple[re.Pattern, str]] = {k: (re.compile(v[0]), v[1]) for k, v in {
-    "text": (r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{0,2000}", "printable text without control characters"),
+    "text": (PRINTABLE + "{0,2000}", "printable text without control or bidirectional characters"),
     "name": (r"[a-z0-9][a-z0-9_-]{0,63}", "lower-case letters, digits, '-' and '_' (at most 64)"),
     "word": (r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}", "letters, digits, '.', '_', '+' and '-'"),
     "module": (r"[A-Za-z0-9][A-Za-z0-9._+/@:-]{0,127}", "a module name such as cray-mpich-abi/8.1.31"),
@@ -64,8 +67,8 @@ KINDS: Mapping[str, tuple[re.Pattern, str]] = {k: (re.compile(v[0]), v[1]) for k
     # app files (generator/model/app.py)
     "requirement": (r"[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?(\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\])?"
                     r"==[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}", "a pinned pip requirement such as numpy==2.1.3"),
-    "command": (r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,4000}", "one line of shell (no control characters)"),
-    "arg": (r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,1000}", "a command-line word without control characters"),
+    "command": (PRINTABLE + "{1,4000}", "one line of shell (no control or bidirectional characters)"),
+    "arg": (PRINTABLE + "{1,1000}", "a command-line word without control or bidirectional characters"),
     "imgpath": (r"(/[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,127}){1,16}", "an absolute path in the image such as /opt/app"),
     "value": (r"[A-Za-z0-9_./:,=@%+ -]{0,1024}", "letters, digits, spaces and _ . / : , = @ % + - (no quotes, no $)"),
     "unit": (r"[A-Za-z0-9/%._ -]{1,32}", "a unit such as samples/s"),
@@ -206,7 +209,7 @@ class Loader:
         or the kind's as the fix."""
         pattern, what = KINDS[kind]
         if not isinstance(raw, str) or not pattern.fullmatch(raw):
-            problem = "contains a control character" if isinstance(raw, str) and UNPRINTABLE.search(raw) else \
+            problem = "contains a control or bidirectional character" if isinstance(raw, str) and UNSAFE_FOR_TERMINAL.search(raw) else \
                 f"is not {what}" if kind != "text" else "is too long"
             ex = example_value if isinstance(example_value, str) and pattern.fullmatch(example_value) else EXAMPLES.get(kind, "x")
             self.fail(key, f"{shown(raw)} {problem}", f"write e.g. {example({'example': ex})}")

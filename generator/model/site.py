@@ -420,7 +420,7 @@ def load(name_or_path: str) -> Site:
     a '/' or ends in .toml: a file named `frontier` in the current directory does not replace the shipped
     site (say ./frontier for the file)."""
     if len(name_or_path) > 4096 or UNPRINTABLE.search(name_or_path):
-        raise UsageError(f"{shown(name_or_path)} is not a site name or path")
+        raise UsageError(f"{shown(name_or_path)} is not a site name or path (gen-recipe --list-sites names the sites)")
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         path = Path(name_or_path)
         return parse(read_file(path), str(path))

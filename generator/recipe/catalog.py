@@ -147,7 +147,7 @@ def _python_file(spec: str, path: Path, function: str) -> Recipe:
         sys.modules[module_name] = module
         try:
             loader_spec.loader.exec_module(module)      # the import system's own loading: an import
-        except Exception as exc:                         # noqa: BLE001 - any error of the user's module
+        except (Exception, SystemExit) as exc:          # noqa: BLE001 - any error of the user's module; sys.exit too
             del sys.modules[module_name]
             raise user_error(exc, str(path), "importing it") from None
     return _from_module(spec, module, function, str(path), path.stem)
@@ -242,7 +242,7 @@ def _guarded(function: Callable, source: str) -> Callable:
             return function(site)
         except RecipeError as exc:
             raise RecipeError(str(exc) if str(exc).startswith(source) else f"{source}: {exc}") from None
-        except Exception as exc:                         # noqa: BLE001 - any error of the user's code
+        except (Exception, SystemExit) as exc:          # noqa: BLE001 - any error of the user's code; sys.exit too
             raise user_error(exc, source, f"building for site {site.name}") from None
     return call
 
@@ -255,4 +255,7 @@ def user_error(exc: BaseException, source: str, doing: str) -> RecipeError:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == target]
         line = frames[-1].lineno if frames else None
     where = f"{source}:{line}" if line else source
-    return RecipeError(f"{where}: {type(exc).__name__}: {exc} ({doing})")
+    what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, SystemExit):
+        what = f"it called sys.exit({exc.code!r}); a recipe returns its stages or raises an error"
+    return RecipeError(f"{where}: {what} ({doing})")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from generator import api
+from generator.cli import main as cli
 from generator.errors import RecipeError
 from generator.model import site
 
@@ -137,7 +138,7 @@ def test_opt_itself_is_a_reserved_destination(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs,fragment", [
-    ({"name": "demo\nFROM evil"}, "two_stage: name: 'demo\\nFROM evil' contains a control character"),
+    ({"name": "demo\nFROM evil"}, "two_stage: name: 'demo\\nFROM evil' contains a control or bidirectional character"),
     ({"env": {"A": "1\nFROM evil"}}, "two_stage: env.A:"),
     ({"env": {"A": "$(touch x)"}}, "two_stage: env.A: '$(touch x)' is not letters"),
     ({"env": {"A B": "1"}}, "two_stage: env key: 'A B' is not an environment variable name"),
@@ -210,3 +211,18 @@ def test_explain_and_listings_escape_a_recipes_docstring(tmp_path):
     assert not any(c in r.out for c in "\x1b\x07\u202e")
     r = run_cli("--list-recipes")
     assert r.code == 0 and "pytorch" in r.out and "\x1b" not in r.out
+
+
+@pytest.mark.parametrize("body, words", [
+    ("import sys\ndef build(site):\n    sys.exit(0)\n", "r.py:3: it called sys.exit(0); a recipe returns its stages"),
+    ("import sys\nsys.exit(3)\n", "r.py:2: it called sys.exit(3)"),
+    ("def build(site):\n    raise RecursionError()\n", "r.py:2: RecursionError (building for site local)"),
+])
+def test_a_recipe_that_exits_or_raises_without_text_is_one_line(tmp_path, monkeypatch, capsys, body, words):
+    """Before: sys.exit(0) in build() ended gen-recipe with exit 0 and nothing written or said."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.py").write_text(body)
+    assert cli.main(["--site", "local", "--recipe", "./r.py", "--out", "out"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err, err
+    assert not (tmp_path / "out").exists()
