@@ -68,14 +68,19 @@ def run(args: argparse.Namespace) -> int:
     formats = FORMATS if args.format == "all" else (args.format,)
     texts = render.render_all(site, recipes, formats)
     if args.check:
-        stale = []
+        stale, linked = [], False
         for rel, text in texts.items():
             path = args.out / rel
             if _current(path, follow_symlinks=True) != text:
                 stale.append(f"{shown(path)} ({'differs' if os.path.lexists(path) else 'missing'})")
+                # read through links, as --check does: the command that rewrites them says so too
+                linked = linked or any((args.out / Path(rel).parents[i]).is_symlink()
+                                       for i in range(len(Path(rel).parts) - 1)) or path.is_symlink()
         if stale:
+            follow = " --follow-symlinks" if linked else ""
             raise CheckFailed(f"{len(stale)} of {len(texts)} files are not what gen-recipe would generate: "
-                              + ", ".join(stale) + f" (regenerate: gen-recipe --site {site.name} --out {shown(args.out)})")
+                              + ", ".join(stale) + f" (regenerate: gen-recipe --site {site.name} --out {shown(args.out)}"
+                              f"{follow})")
         if not args.quiet:
             print(f"{len(texts)} files up to date under {shown(args.out / site.name)}")
         return 0
