@@ -3,8 +3,8 @@ installed: `pytest suites/ --site=frontier`. An installed gen-recipe registers i
 point under the same name, so it is registered once either way.
 
 Its options and fixtures take effect for the tests under suites/ (or any session given --site).
-Every test under suites/ is marked `measures` (pyproject.toml): ./scripts/test runs what measures alone,
-after the rest ran on two workers.
+Every test under suites/ is marked `measures` (pyproject.toml): ./scripts/test runs what measures after the
+rest ran on two workers, each comparison on a CPU of its own (those marked `whole_machine` alone).
 """
 
 from pathlib import Path

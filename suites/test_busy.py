@@ -4,7 +4,6 @@ nothing passes. CI machines are busy; a verdict that needs an idle machine is a 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -12,7 +11,7 @@ import pytest
 
 from generator.suite import result
 from generator.suite import harness
-from generator.suite.plugin import mode_of, need_runtime, run_options, size, tolerance
+from generator.suite.plugin import confined, mode_of, need_runtime, run_options, size, tolerance
 
 WORKLOAD = "mnist"
 
@@ -20,9 +19,7 @@ WORKLOAD = "mnist"
 @pytest.fixture
 def cpu_hog(cpu_pin):
     """A busy loop on the CPU the fork servers are pinned to (or anywhere, on one CPU)."""
-    cpu = cpu_pin.get("WORKLOADS_CPUS")
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                           preexec_fn=(lambda: os.sched_setaffinity(0, {int(cpu)})) if cpu else None)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=confined(cpu_pin))
     yield hog
     hog.kill()
     hog.wait()

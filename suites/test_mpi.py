@@ -12,6 +12,8 @@ import pytest
 from generator.suite.mpi import Sides, measure_and_judge, run_mpi, transport_problem
 from generator.suite.plugin import SUITE, runtimes_under_test
 
+pytestmark = pytest.mark.whole_machine      # two ranks: not beside another measurement
+
 
 def pytest_generate_tests(metafunc):
     if "runtime" in metafunc.fixturenames:

@@ -2,7 +2,7 @@
 
 What runs is what `gen-recipe launch` prints, bare twin and container script alike:
 
-- every runtime × mode script and its bare twin is submitted with `sbatch --wait` on 1 and 2 nodes,
+- every runtime × mode script and its bare twin is submitted with `sbatch` (and waited for) on 1 and 2 nodes,
   and the JSON line of its workload is read from the job's output;
 - the comparisons run inside one allocation of 2 nodes (`salloc --no-shell`, or the allocation pytest
   runs in): each side's script is started with `bash` and its `srun` makes a job step there, bare and
@@ -30,6 +30,8 @@ from generator.suite import harness
 from generator.suite.plugin import SUITE, Note, mode_of, need_runtime, runtimes_under_test, size, tolerance
 from generator.suite.mpi import ARGS as MPI_ARGS, Paired, measure_and_judge, run_mpi, transport_problem
 from workloads.registry import DDP
+
+pytestmark = pytest.mark.whole_machine      # jobs and job steps on both nodes: not beside another measurement
 
 JOBS = Path("build") / "suite-jobs"       # scripts and job output: on a file system the nodes see
 NODES = (1, 2)

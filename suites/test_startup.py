@@ -12,7 +12,7 @@ import time
 from generator.suite import result
 from generator.suite.stats import Pair, Process, Verdict, estimate, verdict
 from generator.suite import harness
-from generator.suite.plugin import SUITE, need_runtime, run_options, runtimes_under_test
+from generator.suite.plugin import SUITE, confined, need_runtime, run_options, runtimes_under_test
 
 ARGS = ("--threads", "1", "--batch-size", "8", "--limit-samples", "256", "--steps", "1", "--warmup", "0")
 RUNS = 4
@@ -23,14 +23,14 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("runtime", list(runtimes_under_test(metafunc.config.stash[SUITE])))
 
 
-def wall(argv, env) -> float:
+def wall(argv, env, preexec_fn=None) -> float:
     t = time.perf_counter()
-    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, preexec_fn=preexec_fn)
     assert r.returncode == 0, f"{' '.join(argv[:6])} ...: exit {r.returncode}\n{r.stderr[-1000:]}"
     return time.perf_counter() - t
 
 
-def test_startup(benchmark, suite, site, images, bare_python, verdicts, runtime):
+def test_startup(benchmark, suite, site, images, bare_python, cpu_pin, verdicts, runtime):
     need_runtime(suite, runtime)
     image = images.for_runtime("pytorch", runtime)
     opts = run_options(suite, runtime)
@@ -45,7 +45,7 @@ def test_startup(benchmark, suite, site, images, bare_python, verdicts, runtime)
         for _ in range(suite.rounds or RUNS):
             order = [bare, cont]
             rng.shuffle(order)
-            times = {id(side): wall(*side) for side in order}
+            times = {id(side): wall(*side, confined(cpu_pin)) for side in order}   # both on one CPU
             out.append((times[id(bare)], times[id(cont)]))
         return out
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,7 @@ class Note:
 SUITE = pytest.StashKey[SuiteOptions]()
 PLACEMENT = pytest.StashKey[Placement]()
 VERDICTS = pytest.StashKey[list]()
+SENT = pytest.StashKey[int]()      # how many of a worker's VERDICTS went out with reports
 
 
 # -- options -----------------------------------------------------------------------------------------------
@@ -194,7 +196,12 @@ def placement(options: SuiteOptions, facts=None) -> Placement:
                      f"only — run on {site.name}, or pass --image/--on-site")
 
 
+WHOLE_MACHINE = ("whole_machine: a measurement that needs every CPU of the machine (MPI ranks, job steps); "
+                 "./scripts/test runs these alone, the other measurements on two workers, one CPU each")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", WHOLE_MACHINE)
     if not _in_suite(config):
         return
     config.stash[SUITE] = options_from(config)
@@ -257,12 +264,29 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items.sort(key=rank)
 
 
+VERDICT = "gen-recipe verdict"      # a report's user property: (outcome, message) of a verdict its test gave
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under pytest-xdist the verdicts live in the workers: each test's travel to the controller's summary
+    with its report."""
+    report = yield
+    if call.when == "call" and hasattr(item.config, "workerinput"):
+        found = item.config.stash.get(VERDICTS, [])
+        report.user_properties.extend((VERDICT, (v.outcome, v.message)) for v in found[item.config.stash.get(SENT, 0):])
+        item.config.stash[SENT] = len(found)
+    return report
+
+
 def pytest_terminal_summary(terminalreporter, config) -> None:
-    found = config.stash.get(VERDICTS, [])
+    found = [(v.outcome, v.message) for v in config.stash.get(VERDICTS, [])]
+    found += [tuple(value) for reports in terminalreporter.stats.values() for r in reports
+              for key, value in getattr(r, "user_properties", ()) if key == VERDICT]
     if found:
         terminalreporter.section("container overhead")
-        for v in found:
-            terminalreporter.write_line(f"{v.outcome.upper():<13} {v.message}")
+        for outcome, message in found:
+            terminalreporter.write_line(f"{outcome.upper():<13} {message}")
 
 
 # -- fixtures and helpers ------------------------------------------------------------------------------------
@@ -444,9 +468,25 @@ def bare_python(site, on_site) -> BarePythons:
 
 @pytest.fixture(scope="session")
 def cpu_pin() -> dict[str, str]:
-    """Pin both sides' fork servers to the same CPU (the last one); the other takes the machine's noise."""
-    cpus = sorted(os.sched_getaffinity(0))
-    return {"WORKLOADS_CPUS": str(cpus[-1])} if len(cpus) > 1 else {}
+    """Both sides' fork servers on the same CPU (WORKLOADS_CPUS for `workloads.forkserver`); see `pinned_cpu`."""
+    return pinned_cpu(sorted(os.sched_getaffinity(0)), os.environ.get("PYTEST_XDIST_WORKER", ""))
+
+
+def pinned_cpu(cpus: list[int], worker: str) -> dict[str, str]:
+    """The CPU a session's comparisons run on: the last one (the others take the machine's noise); under
+    pytest-xdist, worker gwN takes the N-th from the end, so two workers measure side by side, each on a CPU
+    of its own (the measurements marked `whole_machine` do not run beside them: ./scripts/test). On a
+    single CPU, or confined to one (a nested session): {} — anywhere it may run."""
+    if len(cpus) < 2:
+        return {}
+    n = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    return {"WORKLOADS_CPUS": str(cpus[-1 - n % len(cpus)])}
+
+
+def confined(pin: Mapping[str, str]):
+    """A `preexec_fn` that keeps a child (and what it starts) on the CPU of `pin` (`cpu_pin`), or None."""
+    cpu = pin.get("WORKLOADS_CPUS")
+    return (lambda: os.sched_setaffinity(0, {int(cpu)})) if cpu else None
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Launch scripts of the `local-slurm` site through the real scheduler: sbatch --wait on the test
+"""Launch scripts of the `local-slurm` site through the real scheduler: sbatch and its job's state on the test
 cluster, the workload's JSON lines, one-line errors, and no job left behind."""
 
 from __future__ import annotations
@@ -35,7 +35,10 @@ def queue(env) -> str:
 
 def test_argv_builders():
     assert slurmjob.sbatch_argv("/j/run.sh", "/j/run-%j.out") == [
-        "sbatch", "--wait", "--parsable", "--output=/j/run-%j.out", "/j/run.sh"]
+        "sbatch", "--parsable", "--output=/j/run-%j.out", "/j/run.sh"]
+    pauses = slurmjob.polls()
+    first = [round(next(pauses), 2) for _ in range(12)]
+    assert first[:3] == [0.2, 0.3, 0.45] and first[-1] == 5.0 and first == sorted(first)
     assert slurmjob.scancel_argv("12") == ["scancel", "--full", "12"]
     assert slurmjob.scontrol_argv("12") == ["scontrol", "show", "job", "--oneliner", "12"]
 

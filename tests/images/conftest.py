@@ -48,8 +48,9 @@ def tools() -> None:
 @pytest.fixture(scope="session")
 def run_env() -> dict[str, str]:
     """The environment runs need here: ch-run wants $USER, mpirun refuses root without consent,
-    and the bare run's python3 is the project venv's."""
-    env = dict(os.environ)
+    the bare run's python3 is the project venv's, and a nested pytest is a session of its own (with
+    pytest-xdist's worker variables, pytest-benchmark turns itself off)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}   # a nested pytest is no worker
     env.setdefault("USER", "root" if os.geteuid() == 0 else str(os.geteuid()))
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     if os.geteuid() == 0:

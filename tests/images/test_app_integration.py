@@ -15,6 +15,7 @@ import pytest
 from generator.run import runtimes
 from generator.images import convert
 from generator.suite import report
+from generator.suite.plugin import confined
 
 from test_integration import CACHE, REPO, gen_recipe, last_json, run  # tests/images is on sys.path (rootdir import)
 
@@ -59,8 +60,8 @@ def test_app_launch_script_runs(app_image, tmp_path, run_env):
     assert last_json(done.stdout)["steps"] == 5
 
 
-@pytest.mark.measures          # ./scripts/test runs it alone, with the suite
-def test_suite_gives_a_verdict_for_the_apps_workload(app_image, run_env, tmp_path):
+@pytest.mark.measures          # ./scripts/test runs it with the suite, on one CPU of its own
+def test_suite_gives_a_verdict_for_the_apps_workload(app_image, run_env, cpu_pin, tmp_path):
     """One runtime here (the three runtimes run above), a fixed 6 pairs: the suite measures the app's
     workload on both sides and records an honest verdict. Its statistics are the built-in workloads' (their
     tests decide pass/fail); on a busy machine 6 pairs of this single-threaded trainer may not decide, so
@@ -69,7 +70,7 @@ def test_suite_gives_a_verdict_for_the_apps_workload(app_image, run_env, tmp_pat
     r = subprocess.run([sys.executable, "-m", "pytest", "suites/", "--site=local", "--recipe", APP, "--runtime",
                         "charliecloud", "--rounds", "6", "--benchmark-enable", f"--benchmark-json={out}",
                         "-p", "no:cacheprovider", "-q"], capture_output=True, text=True, cwd=REPO, env=run_env,
-                       timeout=1200)
+                       timeout=1200, preexec_fn=confined(cpu_pin))     # the nested suite on this worker's CPU
     # the suite's summary table: "OUTCOME  message" (a failing test's own line also names the workload)
     verdicts = [ln for ln in r.stdout.splitlines()
                 if ln.split(" ", 1)[0] in ("PASS", "FAIL", "INCONCLUSIVE") and "trainer (charliecloud)" in ln]

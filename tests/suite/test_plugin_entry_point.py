@@ -3,9 +3,12 @@ user's own test directory, outside this repository, gets `--site` and the suite'
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from importlib import metadata
+
+from generator.suite.plugin import confined, pinned_cpu
 
 USER_TEST = '''
 def test_my_site(site, suite):
@@ -42,3 +45,46 @@ def test_a_foreign_session_keeps_its_order(tmp_path):
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.index("test_a.py::test_a") < r.stdout.index("test_static.py::test_s")
+
+
+WORKER_TEST = '''
+import os
+from generator.suite.stats import Verdict
+
+def test_one(verdicts, cpu_pin):
+    verdicts.append(Verdict("pass", "one: within tolerance on " + os.environ.get("PYTEST_XDIST_WORKER", "-"), 0.0))
+    print("PIN", os.environ.get("PYTEST_XDIST_WORKER"), cpu_pin.get("WORKLOADS_CPUS"))
+
+def test_two(verdicts, cpu_pin):
+    verdicts.append(Verdict("fail", "two: outside on " + os.environ.get("PYTEST_XDIST_WORKER", "-"), 0.3))
+    verdicts.append(Verdict("inconclusive", "three: undecided", 0.1))
+    print("PIN", os.environ.get("PYTEST_XDIST_WORKER"), cpu_pin.get("WORKLOADS_CPUS"))
+'''
+
+
+def test_under_xdist_every_workers_verdicts_reach_the_summary(tmp_path):
+    """./scripts/test measures on two workers: the verdicts given in the workers are in the one summary table
+    the controller prints, each once, and each worker measures on a CPU of its own (--dist each: both
+    workers run both tests)."""
+    (tmp_path / "test_w.py").write_text(WORKER_TEST)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "each", "-p", "no:cacheprovider", "-rA",
+                        "--site=local", "--on-site", "test_w.py"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    table = r.stdout.split("container overhead", 1)[1].splitlines()
+    rows = sorted(" ".join(ln.split()) for ln in table if ln.split(" ", 1)[0] in ("PASS", "FAIL", "INCONCLUSIVE"))
+    assert rows == ["FAIL two: outside on gw0", "FAIL two: outside on gw1", "INCONCLUSIVE three: undecided",
+                    "INCONCLUSIVE three: undecided", "PASS one: within tolerance on gw0",
+                    "PASS one: within tolerance on gw1"], r.stdout
+    pins = {ln.split()[1]: ln.split()[2] for ln in r.stdout.splitlines() if ln.startswith("PIN ")}
+    assert set(pins) == {"gw0", "gw1"}, r.stdout
+    if len(os.sched_getaffinity(0)) > 1:
+        assert pins["gw0"] != pins["gw1"], pins
+
+
+def test_pinned_cpu_gives_each_worker_its_own():
+    assert pinned_cpu([0, 1], "") == pinned_cpu([0, 1], "gw0") == {"WORKLOADS_CPUS": "1"}
+    assert pinned_cpu([0, 1], "gw1") == {"WORKLOADS_CPUS": "0"}
+    assert pinned_cpu([4, 5, 6], "gw3") == {"WORKLOADS_CPUS": "6"}            # more workers than CPUs: shared
+    assert pinned_cpu([3], "gw1") == {}                                        # confined to one CPU: no pin
+    assert confined({}) is None and callable(confined({"WORKLOADS_CPUS": "0"}))
