@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from generator.run import launch, slurmjob
+from generator.errors import UsageError
 from generator.files import write_atomic
 from generator.model.app import AppWorkload as Workload
 from generator.recipe import payload
@@ -99,7 +100,16 @@ def allocation(suite, slurm):
                          slurm)
         return
     time_limit = slurmjob.given(suite.sbatch_args, "time") or "01:00:00"
-    extra = tuple(o for o in suite.sbatch_args if not o.startswith("--time="))
+    given = [o for o in suite.sbatch_args if not o.startswith("--time=")]
+    site, named = suite.site, {o.split("=", 1)[0] for o in given}
+    try:                                             # the site's policy for what --sbatch-arg does not say
+        rules = launch.policy(site, nodes=max(NODES), gpus=site.gpu.count_per_node, tasks=max(site.gpu.count_per_node, 1),
+                              time=time_limit if ":" in time_limit else "01:00:00",
+                              account=slurmjob.given(given, "account") or "", partition=slurmjob.given(given, "partition") or "",
+                              qos=slurmjob.given(given, "qos") or "")
+    except UsageError as exc:
+        pytest.fail(f"the suite's allocation: {exc}", pytrace=False)
+    extra = (*given, *(o for o in rules.slurm_options() if o.split("=", 1)[0] not in named))
     try:
         job_id = slurmjob.allocate(max(NODES), time_limit, env=slurm, extra=extra)
     except slurmjob.JobFailed as exc:
@@ -129,7 +139,8 @@ class Scripts:
         suite = self.suite
         common = dict(workload=workload, nodes=nodes, tasks_per_node=1 if workload == "mpi" else None, workload_args=args,
                       account=slurmjob.given(suite.sbatch_args, "account") or "",
-                      partition=slurmjob.given(suite.sbatch_args, "partition") or "", allow_root=os.geteuid() == 0)
+                      partition=slurmjob.given(suite.sbatch_args, "partition") or "",
+                      qos=slurmjob.given(suite.sbatch_args, "qos") or "", allow_root=os.geteuid() == 0)
         if side == "bare":
             return launch.Job(bare=True, workloads_dir=str(payload.pythonpath()), **common)
         runtime, _, mode = side.partition(":")           # "charliecloud" or "charliecloud:hybrid"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from generator.recipe import catalog, render
-from generator.run import launch, runtimes
+from generator.run import launch, runtimes, slurmjob
 from generator.lint.engine import lint_text
 from generator.lint.model import target_of
 from generator.suite.plugin import SUITE
@@ -39,11 +39,14 @@ def test_recipe_generates_and_lints_clean(site, recipe, fmt):
     assert not findings, "\n".join(str(f) for f in findings)
 
 
-def test_launch_script_fits_the_site(site, launch_case, tmp_path):
+def test_launch_script_fits_the_site(suite, site, launch_case, tmp_path):
     runtime, mode, bare = launch_case
     nodes = 2 if site.host.launcher != "none" else 1
+    sched = site.scheduler           # a site that requires an account: the one given, else the site's example of one
+    account = (slurmjob.given(suite.sbatch_args, "account") or sched.account_example or "PROJECT") \
+        if sched.account == "required" else ""
     script = launch.script(site, launch.Job(recipe="pytorch", workload="cnn", nodes=nodes, mode=mode,
-                                            runtime=runtime, bare=bare))
+                                            runtime=runtime, bare=bare, account=account))
     assert script.startswith("#!/bin/bash") and "set -euo pipefail" in script
     host_mpi = launch.loads_host_mpi(site, mode, bare)
     for module in (*site.host.modules, *(site.mpi.modules if host_mpi else ())):

@@ -9,13 +9,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-# ./scripts/test runs tests/ on two pytest-xdist workers. The tests under tests/images/ and tests/dev/ (the
-# `local` pytorch image, the app images, the minicluster) go to one worker together, in file order: one
-# cluster, and builds one after another. Every other test goes to whichever worker is free, including the
-# few elsewhere that build (tests/workloads/test_llm_image.py, tests/lint's build checks): a build waits
-# for the machine's build lock (oci.build_image), so shared steps still become shared layers. xdist's own
+# ./scripts/test runs tests/ on two pytest-xdist workers. The tests under tests/images/ and the test cluster's
+# (tests/dev/test_minicluster.py, test_slurmjob.py: the `local` pytorch image, the app images, one
+# cluster) go to one worker together, in file order: one cluster, and builds one after another. The
+# rehearsals (tests/dev/test_rehearsal.py) have a cluster of their own and go beside them. Every other test
+# goes to whichever worker is free, including the few elsewhere that build (tests/workloads/test_llm_image.py,
+# tests/lint's build checks): a build waits for the machine's build lock (oci.build_image), so shared steps still become shared layers. xdist's own
 # `xdist_group` marks do not group under pytest 9: the scheduler below groups by path instead.
-XDIST_GROUPS = ("tests/images/", "tests/dev/")
+XDIST_GROUPS = ("tests/images/", "tests/dev/test_minicluster.py", "tests/dev/test_slurmjob.py")
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)      # a pytest without xdist ignores it

@@ -26,3 +26,8 @@ def run_cli(*argv: str) -> Result:
 
 def all_sites() -> list[str]:
     return sorted(set(site.builtin_names().values()))
+
+
+def account(s: site.Site) -> str:
+    """An account for a test's job at `s`: the site's example of one where it requires one, else none."""
+    return (s.scheduler.account_example or "abc123") if s.scheduler.account == "required" else ""

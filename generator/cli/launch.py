@@ -39,8 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bare", action="store_true", help="the bare-metal twin: same modules, env and launcher")
     parser.add_argument("--image", default=None, help="image to run (default: what gen-recipe build makes)")
     parser.add_argument("--time", default="00:30:00", help="wall-clock limit HH:MM:SS (default: 00:30:00)")
-    parser.add_argument("--account", default="", help="account/project to charge (#SBATCH --account)")
-    parser.add_argument("--partition", default="", help="partition/queue")
+    parser.add_argument("--account", default="", help="account/project to charge (#SBATCH --account; required where "
+                        "the site's [scheduler] says so)")
+    parser.add_argument("--partition", default="", help="partition/queue (default: the site's for this kind of job)")
+    parser.add_argument("--qos", default="", help="quality of service (default: the site's for jobs)")
+    parser.add_argument("--debug", action="store_true", help="a short test run: the site's debug partition and QOS")
     parser.add_argument("--workloads-dir", default="", help="bare: directory holding workloads/ "
                         "(default: the installed gen-recipe's; GEN_RECIPE_WORKLOADS overrides at run time)")
     parser.add_argument("--out", type=Path, default=None, help="write the script here (atomically) instead of stdout")
@@ -65,7 +68,7 @@ def job_from_args(args: argparse.Namespace) -> Job:
     return Job(recipe=args.recipe, workload=args.workload, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                tasks_per_node=args.tasks_per_node, mode=args.mode, runtime=args.runtime, bare=args.bare,
                image=args.image, workload_args=tuple(args.workload_args), time=args.time, account=args.account,
-               partition=args.partition, workloads_dir=args.workloads_dir,
+               partition=args.partition, qos=args.qos, debug=args.debug, workloads_dir=args.workloads_dir,
                allow_root=os.geteuid() == 0)   # root-only runtime flags (runtimes.Options.allow_root)
 
 

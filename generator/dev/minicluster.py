@@ -1,17 +1,23 @@
-"""Run a two-node Slurm cluster on this machine: slurmctld, two slurmd (n1, n2) and munged.
+"""Run a Slurm cluster on this machine: slurmctld, one slurmd per node and munged, all on 127.0.0.1.
 
-    gen-recipe minicluster up|down|status [--dir DIR]
+    gen-recipe minicluster up|down|status [--dir DIR] [--shape SITE]
 
 Everything lives under one state directory (default `build/minicluster/`, or $GEN_RECIPE_MINICLUSTER):
 slurm.conf, the munge key and socket, pid files, logs, the controller's state and each node's spool.
-Use it with `export SLURM_CONF=DIR/slurm.conf` (printed by `up` and `status`); the `local-slurm` site
-describes it. `up` and `down` are idempotent. Both slurmd run on 127.0.0.1 with their own ports; each
-has its own TmpFS (`tmp-n1/`, `tmp-n2/`), where the PMIx plugin puts the per-step directories
-(`srun --mpi=pmix` across both nodes needs them apart). The TmpFS directories are under /tmp
-(`/tmp/gen-recipe-minicluster-<hash of the state directory>/`), because containers (ch-run) share the
+Use it with `export SLURM_CONF=DIR/slurm.conf` (printed by `up` and `status`). `up` and `down` are
+idempotent. Each slurmd has its own port and its own TmpFS (`tmp-<node>/`), where the PMIx plugin puts
+the per-step directories (`srun --mpi=pmix` across nodes needs them apart). The TmpFS directories are under
+/tmp (`/tmp/gen-recipe-minicluster-<hash of the state directory>/`), because containers (ch-run) share the
 machine's /tmp and Open MPI keeps its session directory in the step's directory there.
 
-For tests:  up(path) -> Status,  down(path) -> list of stopped daemons,  status(path) -> Status,
+The cluster's shape is a site's `[scheduler]` facts (`generator.dev.shape`): by default `local-slurm`'s (two
+nodes n1 and n2, one partition `debug`); `--shape SITE` gives the site's partitions, limits, GPUs, node
+features, node sharing, QOS and accounts (enforced by real accounting: slurmdbd with a MariaDB of the
+cluster's own, started only for shapes that have QOS or require an account), the rules slurm.conf cannot
+say (job_submit.lua) and the site's modules as Lmod modulefiles (`modules/`). `up` with another shape
+restarts the controller and the nodes on the new configuration; munged and the database stay.
+
+For tests:  up(path, shape) -> Status,  down(path) -> list of stopped daemons,  status(path) -> Status,
 slurm_env(path) -> the environment for sbatch/srun. The config text comes from pure functions.
 """
 
@@ -19,6 +25,8 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
+import shlex
 import shutil
 import signal
 import stat
@@ -29,15 +37,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator.dev import shape as shapes
+from generator.dev.shape import Shape
 from generator.errors import CheckFailed, UsageError
 from generator.files import write_atomic
 
-NODES = ("n1", "n2")
+NODES = ("n1", "n2")                 # the default shape's nodes (local-slurm's)
 ENV_VAR = "GEN_RECIPE_MINICLUSTER"
 DEFAULT_DIR = Path("build") / "minicluster"
+DEFAULT_SHAPE = "local-slurm"
 TMP = Path("/tmp")
 TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "sinfo", "scontrol", "unshare", "mount")
+ACCOUNTING_TOOLS = ("slurmdbd", "sacctmgr", "mariadbd", "mariadb-install-db", "mariadb")
 PACKAGES = "slurm-wlm slurm-wlm-basic-plugins munge"
+ACCOUNTING_PACKAGES = "slurmdbd mariadb-server"
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")     # Debian's lmod
+SYSTEM_MODULES = Path("/etc/lmod/modules")              # on Lmod's default MODULEPATH (/etc/lmod/modulespath)
 READY_STATES = ("idle", "mixed", "allocated", "completing")
 
 
@@ -57,7 +72,29 @@ class Layout:
 
     @property
     def socket(self) -> Path:
-        return self.root / "munge" / "munge.socket"
+        """munged's socket, named as libmunge's default: accounting connections ignore AuthInfo's socket, so
+        the controller and sacctmgr see this directory at /run/munge (`in_munge_namespace`)."""
+        return self.root / "munge" / "munge.socket.2"
+
+    @property
+    def modules(self) -> Path:
+        """The shape's Lmod modulefiles (MODULEPATH)."""
+        return self.root / "modules"
+
+    @property
+    def stubs(self) -> Path:
+        """Where a rehearsal puts the programs that stand in for the site's (generator.dev.rehearsal): the
+        shape's modulefiles put it on PATH, as a site's modules put its programs there."""
+        return self.root / "stubs"
+
+    @property
+    def devices(self) -> Path:
+        """The GPUs' files of gres.conf: links to /dev/null."""
+        return self.root / "dev"
+
+    @property
+    def shape_file(self) -> Path:
+        return self.root / "shape"
 
     def pidfile(self, daemon: str) -> Path:
         return self.root / "run" / f"{daemon}.pid"
@@ -70,9 +107,9 @@ class Layout:
         """The nodes' TmpFS directories go here: under /tmp, which containers share."""
         return TMP / f"gen-recipe-minicluster-{zlib.crc32(str(self.root).encode()):08x}"
 
-    def dirs(self) -> list[Path]:
-        return [self.root / d for d in ("munge", "run", "log", "state", *(f"spool-{n}" for n in NODES))] + \
-            [self.tmp_root / f"tmp-{n}" for n in NODES]
+    def dirs(self, nodes: tuple[str, ...] = NODES) -> list[Path]:
+        return [self.root / d for d in ("munge", "run", "log", "state", *(f"spool-{n}" for n in nodes))] + \
+            [self.tmp_root / f"tmp-{n}" for n in nodes]
 
 
 def layout(state_dir: Path | str | None = None, environ: Mapping[str, str] | None = None) -> Layout:
@@ -82,24 +119,32 @@ def layout(state_dir: Path | str | None = None, environ: Mapping[str, str] | Non
     return Layout(Path(chosen).expanduser().absolute())
 
 
-def ports(root: Path) -> dict[str, int]:
-    """Ports of slurmctld and the two slurmd: fixed for one state directory, apart for two (below
-    Linux's ephemeral range), so that clusters of different directories can run side by side."""
-    base = 20000 + zlib.crc32(str(root).encode()) % 4000 * 3
-    return {"slurmctld": base, **{n: base + 1 + i for i, n in enumerate(NODES)}}
+MAX_NODES = 4
 
 
-def daemons() -> tuple[str, ...]:
+def ports(root: Path, nodes: tuple[str, ...] = NODES) -> dict[str, int]:
+    """Ports of slurmctld, the slurmd of `nodes`, slurmdbd and MariaDB: fixed for one state directory, apart
+    for two (below Linux's ephemeral range), so that clusters of different directories can run side by side."""
+    base = 20000 + zlib.crc32(str(root).encode()) % 1500 * 8
+    return {"slurmctld": base, **{n: base + 1 + i for i, n in enumerate(nodes[:MAX_NODES])},
+            "slurmdbd": base + 6, "mariadb": base + 7}
+
+
+def daemons(nodes: tuple[str, ...] = NODES, accounting: bool = False) -> tuple[str, ...]:
     """The daemons in start order (stop in reverse)."""
-    return ("munged", "slurmctld", *(f"slurmd-{n}" for n in NODES))
+    return ("munged", *(("mariadbd", "slurmdbd") if accounting else ()), "slurmctld", *(f"slurmd-{n}" for n in nodes))
 
 
-def slurm_conf(lay: Layout, user: str, cpus: int) -> str:
-    """slurm.conf for the cluster under `lay` (pure). `%n` is the node name in slurmd's paths."""
-    p, r = ports(lay.root), lay.root
+def slurm_conf(lay: Layout, user: str, shape: Shape) -> str:
+    """slurm.conf for the cluster of `shape` under `lay` (pure). `%n` is the node name in slurmd's paths."""
+    p, r = ports(lay.root, shape.node_names), lay.root
+    accounting = ["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
+                  f"AccountingStoragePort={p['slurmdbd']}", "AccountingStorageEnforce=associations,limits,qos",
+                  *(["AccountingStorageTRES=gres/gpu"] if shape.gres else [])] if shape.accounting else \
+        ["AccountingStorageType=accounting_storage/none"]
     lines = [
-        "# Written by gen-recipe minicluster: two slurmd on this machine, everything under this directory.",
-        "ClusterName=minicluster",
+        f"# Written by gen-recipe minicluster: site {shape.site}'s scheduler on this machine, everything under this directory.",
+        f"ClusterName={shape.cluster}",
         "SlurmctldHost=localhost",
         f"SlurmctldPort={p['slurmctld']}",
         f"SlurmUser={user}",
@@ -111,11 +156,15 @@ def slurm_conf(lay: Layout, user: str, cpus: int) -> str:
         "TaskPlugin=task/none",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_CPU",
+        # nodes declare the site's CPU count, more than this machine has
+        "SlurmdParameters=config_overrides",
+        *(["GresTypes=gpu"] if shape.gres else []),
+        *(["JobSubmitPlugins=lua"] if shape.constraint else []),
         "SchedulerType=sched/backfill",
         "MpiDefault=none",
         "ReturnToService=2",
         "EnforcePartLimits=ALL",                         # a job that can never run is refused at once
-        "AccountingStorageType=accounting_storage/none",
+        *accounting,
         "JobAcctGatherType=jobacct_gather/none",
         "JobCompType=jobcomp/none",
         "MinJobAge=600",
@@ -129,11 +178,26 @@ def slurm_conf(lay: Layout, user: str, cpus: int) -> str:
         f"SlurmdPidFile={r / 'run' / 'slurmd-%n.pid'}",
         f"SlurmctldLogFile={lay.log('slurmctld')}",
         f"SlurmdLogFile={r / 'log' / 'slurmd-%n.log'}",
-        *(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={p[n]} CPUs={cpus} State=UNKNOWN"
-          for n in NODES),
-        f"PartitionName=debug Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP",
+        *shapes.node_lines(shape, p),
+        *shapes.partition_lines(shape),
     ]
     return "\n".join(lines) + "\n"
+
+
+def slurmdbd_conf(lay: Layout, user: str, shape: Shape) -> str:
+    """slurmdbd.conf (pure): the database daemon of this cluster, storing into its own MariaDB on 127.0.0.1."""
+    p = ports(lay.root, shape.node_names)
+    return "\n".join([
+        "# Written by gen-recipe minicluster: accounting for the site shapes of this cluster.",
+        "AuthType=auth/munge", f"AuthInfo=socket={lay.socket}", "DbdHost=localhost", f"DbdPort={p['slurmdbd']}",
+        f"SlurmUser={user}", "StorageType=accounting_storage/mysql", "StorageHost=127.0.0.1",
+        f"StoragePort={p['mariadb']}", "StorageUser=root", "StorageLoc=slurm_acct_db",
+        f"PidFile={lay.pidfile('slurmdbd')}", f"LogFile={lay.log('slurmdbd')}"]) + "\n"
+
+
+def conf_nodes(text: str) -> tuple[str, ...]:
+    """The node names of a slurm.conf text."""
+    return tuple(re.findall(r"^NodeName=(\S+)", text, re.M))
 
 
 def slurm_env(state_dir: Path | str | None = None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -142,19 +206,49 @@ def slurm_env(state_dir: Path | str | None = None, environ: Mapping[str, str] | 
     return {**environ, "SLURM_CONF": str(layout(state_dir, environ).conf)}
 
 
-def start_argv(lay: Layout, daemon: str) -> list[str]:
-    """The command that starts `daemon` (it forks into the background and writes its pid file)."""
+def in_munge_namespace(lay: Layout, argv: list[str]) -> list[str]:
+    """`argv` in a mount namespace of its own where this cluster's munge directory is /run/munge: Slurm's
+    connections to slurmdbd authenticate through libmunge's default socket, whatever AuthInfo says."""
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mkdir -p /run/munge && mount --bind "$1" /run/munge && shift && exec "$@"', "sh", str(lay.socket.parent),
+            *argv]
+
+
+def rehearsal_env(state_dir: Path | str | None = None) -> dict[str, str]:
+    """What a job of the cluster's shape needs beyond SLURM_CONF: the shape's modulefiles under Lmod, whose
+    `module` a batch script's non-interactive bash gets through BASH_ENV (a site's login shell gives it)."""
+    lay = layout(state_dir)
+    env = {"SLURM_CONF": str(lay.conf)}
+    if lay.modules.is_dir():
+        env.update(MODULEPATH=str(lay.modules), BASH_ENV=str(LMOD_INIT))
+    return env
+
+
+def start_argv(lay: Layout, daemon: str, accounting: bool = False) -> list[str]:
+    """The command that starts `daemon` (it forks into the background and writes its pid file; mariadbd
+    is started in the background by `_start`)."""
     if daemon == "munged":
         return ["munged", "--force", f"--socket={lay.socket}", f"--key-file={lay.key}",
                 f"--pid-file={lay.pidfile('munged')}", f"--log-file={lay.log('munged')}",
                 f"--seed-file={lay.root / 'munge' / 'munged.seed'}"]
+    if daemon == "mariadbd":
+        return ["mariadbd", "--no-defaults", f"--datadir={lay.root / 'db'}", "--user=root",
+                f"--socket={lay.root / 'run' / 'mariadb.sock'}", f"--port={ports(lay.root)['mariadb']}",
+                "--bind-address=127.0.0.1", "--skip-name-resolve", f"--pid-file={lay.pidfile('mariadbd')}",
+                f"--log-error={lay.log('mariadbd')}", "--innodb-buffer-pool-size=32M", "--skip-log-bin"]
+    if daemon == "slurmdbd":
+        return in_munge_namespace(lay, ["slurmdbd"])
     if daemon == "slurmctld":
-        return ["slurmctld", "-c", "-f", str(lay.conf)]     # -c: a fresh start forgets old jobs
+        argv = ["slurmctld", "-c", "-f", str(lay.conf)]     # -c: a fresh start forgets old jobs
+        return in_munge_namespace(lay, argv) if accounting else argv
     if daemon.startswith("slurmd-"):
         # each node in its own mount namespace with its own /dev/shm, as on separate machines: shared
-        # memory (Open MPI's segments, ch-run --join's semaphore, named by step) stays within a node
+        # memory (Open MPI's segments, ch-run --join's semaphore, named by step) stays within a node; and, where the
+        # shape has modules, their folder at Lmod's system module path (a job's login environment finds them)
+        modules = f' && mount --bind {shlex.quote(str(lay.modules))} {SYSTEM_MODULES}' if lay.modules.is_dir() \
+            and SYSTEM_MODULES.is_dir() else ""
         return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                'mount -t tmpfs -o mode=1777 shm-"$1" /dev/shm && shift && exec "$@"', "sh", daemon,
+                f'mount -t tmpfs -o mode=1777 shm-"$1" /dev/shm{modules} && shift && exec "$@"', "sh", daemon,
                 "slurmd", "-f", str(lay.conf), "-N", daemon.removeprefix("slurmd-")]
     raise ValueError(daemon)
 
@@ -218,21 +312,24 @@ class Status:
     root: Path
     pids: dict[str, int | None]          # daemon -> pid (None: not running)
     nodes: dict[str, str]                # node -> Slurm state (empty when slurmctld does not answer)
+    node_names: tuple[str, ...] = NODES
+    shape: str = DEFAULT_SHAPE
 
     @property
     def up(self) -> bool:
-        return all(self.pids.values()) and all(self.nodes.get(n) in READY_STATES for n in NODES)
+        return all(self.pids.values()) and all(self.nodes.get(n) in READY_STATES for n in self.node_names)
 
     def text(self) -> str:
-        p = ports(self.root)
-        out = []
-        for d in daemons():
-            pid = self.pids[d]
+        p = ports(self.root, self.node_names)
+        out = [f"shape      {self.shape}"]
+        for d, pid in self.pids.items():
             node = d.removeprefix("slurmd-")
-            extra = f" port {p[node]} {self.nodes.get(node, '?')}" if node in NODES else \
-                f" port {p[d]}" if d in p else ""
+            extra = f" port {p[node]} {self.nodes.get(node, '?')}" if node in self.node_names else \
+                f" port {p[d]}" if d in p else f" port {p['mariadb']}" if d == "mariadbd" else ""
             out.append(f"{d:<10} " + (f"running (pid {pid}){extra}" if pid else "stopped"))
         out.append(f"export SLURM_CONF={self.root / 'slurm.conf'}")
+        if (self.root / "modules").is_dir():
+            out.append(f"export MODULEPATH={self.root / 'modules'} BASH_ENV={LMOD_INIT}")
         return "\n".join(out)
 
 
@@ -248,10 +345,24 @@ def node_states(lay: Layout, timeout: float = 5.0) -> dict[str, str]:
     return dict(ln.split(None, 1) for ln in proc.stdout.splitlines() if len(ln.split()) == 2)
 
 
+def _written(lay: Layout) -> tuple[tuple[str, ...], bool, str]:
+    """The nodes, whether accounting is on, and the shape of the cluster as its files say."""
+    try:
+        text = lay.conf.read_text()
+    except OSError:
+        return NODES, False, DEFAULT_SHAPE
+    try:
+        shape = lay.shape_file.read_text().strip() or DEFAULT_SHAPE
+    except OSError:
+        shape = DEFAULT_SHAPE
+    return conf_nodes(text) or NODES, "accounting_storage/slurmdbd" in text, shape
+
+
 def status(state_dir: Path | str | None = None) -> Status:
     lay = layout(state_dir)
-    pids = {d: pid_of(lay, d) for d in daemons()}
-    return Status(lay.root, pids, node_states(lay) if pids["slurmctld"] else {})
+    nodes, accounting, shape = _written(lay)
+    pids = {d: pid_of(lay, d) for d in daemons(nodes, accounting)}
+    return Status(lay.root, pids, node_states(lay) if pids["slurmctld"] else {}, nodes, shape)
 
 
 def _tail(path: Path, lines: int = 3) -> str:
@@ -266,39 +377,143 @@ def _user() -> str:
     return pwd.getpwuid(os.geteuid()).pw_name
 
 
-def check_tools() -> None:
-    missing = [t for t in TOOLS if not shutil.which(t, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")]
+def _missing(tools: tuple[str, ...]) -> list[str]:
+    return [t for t in tools if not shutil.which(t, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")]
+
+
+def missing_tools(shape: Shape | None = None) -> str | None:
+    """Why the cluster (of `shape`) cannot run here, or None: `check_tools` as a reason (tests skip with it)."""
+    try:
+        check_tools(shape)
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
+def check_tools(shape: Shape | None = None) -> None:
+    missing = _missing(TOOLS)
     if missing:
         raise UsageError(f"minicluster: {', '.join(missing)} not found (install the Debian packages: "
                           f"apt-get install {PACKAGES})")
+    if shape is not None and shape.accounting and _missing(ACCOUNTING_TOOLS):
+        raise UsageError(f"minicluster: shape {shape.site} enforces accounts and QOS, and "
+                          f"{', '.join(_missing(ACCOUNTING_TOOLS))} is not here (apt-get install {ACCOUNTING_PACKAGES})")
+    if shape is not None and shape.modules and not LMOD_INIT.is_file():
+        raise UsageError(f"minicluster: shape {shape.site} loads modules, and Lmod is not here ({LMOD_INIT}; "
+                          "apt-get install lmod)")
     if os.geteuid() != 0:
         raise UsageError("minicluster: slurmd must run as root to start job steps (run "
                           "`gen-recipe minicluster up` as root)")
 
 
-def up(state_dir: Path | str | None = None, timeout: float = 60.0) -> Status:
-    """Start what is not running; return once both nodes take jobs. Idempotent."""
-    check_tools()
+def shape_named(name: str | None) -> Shape:
+    """The shape of site `name` (a shipped site or a site file), default local-slurm's."""
+    from generator.model import site as site_mod
+    s = site_mod.load(name or DEFAULT_SHAPE)
+    if s.host.scheduler != "slurm":
+        raise UsageError(f"minicluster --shape {s.name}: site {s.name} runs {s.host.scheduler}, not Slurm "
+                         "(the rehearsal cluster is Slurm; its scripts are checked against the documentation)")
+    return shapes.shape_of(s, os.cpu_count() or 1)
+
+
+def up(state_dir: Path | str | None = None, shape: Shape | None = None, timeout: float = 60.0) -> Status:
+    """Start what is not running, on `shape`'s configuration (default local-slurm's); return once every node
+    takes jobs. Idempotent; another shape than the running one restarts the controller and the nodes."""
+    shape = shape or shape_named(None)
+    check_tools(shape)
     lay = layout(state_dir)
+    old_nodes, old_accounting, _ = _written(lay)
     lay.root.mkdir(parents=True, exist_ok=True)
     lay.root.chmod(0o755)
     _own_dir(lay.tmp_root)
-    for d in lay.dirs():
+    for d in lay.dirs(shape.node_names):
         d.mkdir(exist_ok=True)
     if not lay.key.exists():
         _run(["mungekey", "--create", f"--keyfile={lay.key}"], "mungekey", lay)
-    conf = slurm_conf(lay, _user(), os.cpu_count() or 1)
-    if not lay.conf.is_file() or lay.conf.read_text() != conf:
+    user = _user()
+    conf = slurm_conf(lay, user, shape)
+    changed = not lay.conf.is_file() or lay.conf.read_text() != conf
+    if changed:                      # the controller and the nodes start again on the new configuration
+        for d in ("slurmctld", *(f"slurmd-{n}" for n in old_nodes)):
+            pid = pid_of(lay, d)
+            if pid:
+                _stop(pid)
+        _write_shape_files(lay, user, shape)
+        (lay.root / "state" / "clustername").unlink(missing_ok=True)    # the controller starts afresh (-c) as the new cluster
         write_atomic(lay.conf, conf)
+        write_atomic(lay.shape_file, shape.site + "\n")
     env = slurm_env(lay.root)
     env["PATH"] = env.get("PATH", "") + ":/usr/sbin:/sbin"
-    for d in daemons():
+    for d in daemons(shape.node_names, shape.accounting):
         if pid_of(lay, d) is None:
-            _run(start_argv(lay, d), d, lay, env)
-            _wait(lambda d=d: pid_of(lay, d) is not None, 10, f"{d} did not start", lay.log(d))
-    _wait(lambda: all(node_states(lay).get(n) in READY_STATES for n in NODES), timeout,
+            _start(lay, d, env, shape)
+        if d == "slurmdbd" and (changed or not old_accounting):
+            _account(lay, user, shape, env)
+    _wait(lambda: all(node_states(lay).get(n) in READY_STATES for n in shape.node_names), timeout,
           "nodes not ready", lay.log("slurmctld"))
     return status(lay.root)
+
+
+def _write_shape_files(lay: Layout, user: str, shape: Shape) -> None:
+    """gres.conf and its device links, job_submit.lua, slurmdbd.conf, the modulefiles: what `shape` needs."""
+    if shape.gres:
+        lay.devices.mkdir(exist_ok=True)
+        for i in range(max(n.gpus for n in shape.nodes)):
+            link = lay.devices / f"gpu{i}"
+            if not link.is_symlink():
+                link.unlink(missing_ok=True)
+                link.symlink_to("/dev/null")
+        write_atomic(lay.root / "gres.conf", shapes.gres_conf(shape, str(lay.devices)))
+    else:
+        (lay.root / "gres.conf").unlink(missing_ok=True)
+    if shape.constraint:
+        write_atomic(lay.root / "job_submit.lua", shapes.job_submit_lua(shape))
+    if shape.accounting:
+        write_atomic(lay.root / "slurmdbd.conf", slurmdbd_conf(lay, user, shape), mode=0o600)
+    if lay.modules.is_dir():
+        shutil.rmtree(lay.modules)
+    for name in shape.modules:
+        target = lay.modules / f"{name}.lua"
+        if ".." in Path(name).parts or not target.resolve().is_relative_to(lay.modules.resolve()):
+            raise CheckFailed(f"minicluster: module name {name!r} of site {shape.site} leaves {lay.modules}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, shapes.modulefile(shape.site, name, str(lay.stubs)))
+
+
+def _start(lay: Layout, daemon: str, env: Mapping[str, str], shape: Shape) -> None:
+    if daemon == "mariadbd":
+        if not (lay.root / "db" / "mysql").is_dir():
+            _run(["mariadb-install-db", "--no-defaults", f"--datadir={lay.root / 'db'}", "--user=root",
+                  "--auth-root-authentication-method=normal", "--skip-test-db"], "mariadb-install-db", lay)
+        subprocess.Popen(start_argv(lay, daemon), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+        port = ports(lay.root)["mariadb"]
+        _wait(lambda: _answers(["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(port), "-u", "root",
+                                "-e", "select 1"]), 30, "mariadbd did not answer", lay.log(daemon))
+        return
+    _run(start_argv(lay, daemon, shape.accounting), daemon, lay, env)
+    _wait(lambda: pid_of(lay, daemon) is not None, 10, f"{daemon} did not start", lay.log(daemon))
+    if daemon == "slurmdbd":
+        _wait(lambda: _answers(in_munge_namespace(lay, ["sacctmgr", "-n", "list", "cluster"]), env), 30,
+              "slurmdbd did not answer", lay.log(daemon))
+
+
+def _answers(argv: list[str], env: Mapping[str, str] | None = None) -> bool:
+    try:
+        return subprocess.run(argv, env=env, capture_output=True, timeout=10, stdin=subprocess.DEVNULL).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _account(lay: Layout, user: str, shape: Shape, env: Mapping[str, str]) -> None:
+    """The shape's cluster, QOS and accounts in the database (`shape.accounting_commands`); what exists stays."""
+    for cmd in shapes.accounting_commands(shape, user):
+        proc = subprocess.run(in_munge_namespace(lay, ["sacctmgr", "-i", *cmd]), env=env, capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+        said = (proc.stdout + proc.stderr).strip()
+        if proc.returncode != 0 and "Nothing new added" not in said and "already exists" not in said:
+            raise CheckFailed(f"minicluster: sacctmgr {' '.join(cmd)} failed (exit {proc.returncode}): "
+                              f"{' | '.join(said.splitlines()[-2:])}")
 
 
 def _is_own_dir(path: Path) -> bool:
@@ -340,11 +555,12 @@ def _wait(ready, seconds: float, what: str, log: Path) -> None:
 def down(state_dir: Path | str | None = None) -> list[str]:
     """Cancel the cluster's jobs, stop its daemons and leftover step daemons; return what was stopped."""
     lay = layout(state_dir)
+    nodes, accounting, _ = _written(lay)
     stopped = []
     if pid_of(lay, "slurmctld"):
         subprocess.run(["scancel", "--full", "--user", _user()], env=slurm_env(lay.root),
                        capture_output=True, timeout=30)
-    for d in reversed(daemons()):
+    for d in reversed(daemons(nodes, True)):             # the database too, whatever the last shape was
         pid = pid_of(lay, d)
         if pid:
             _stop(pid)
@@ -356,6 +572,3 @@ def down(state_dir: Path | str | None = None) -> list[str]:
     if _is_own_dir(lay.tmp_root):
         shutil.rmtree(lay.tmp_root, ignore_errors=True)  # steps' leftovers; `up` makes it again
     return stopped
-
-
-

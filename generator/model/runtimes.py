@@ -27,12 +27,20 @@ runtime names, so the builders name the site's type without importing it.
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 Site = Any   # generator.model.site.Site, which imports this table (its type named, not imported: no cycle)
 
@@ -387,3 +395,39 @@ PLATFORMS: Mapping[str, Platform] = {p.name: p for p in (
 NAMES: tuple[str, ...] = tuple(PLATFORMS)
 # The order in which `gen-recipe detect` prefers a runtime found as the site's default.
 DETECT_ORDER: tuple[str, ...] = tuple(sorted(PLATFORMS, key=lambda n: PLATFORMS[n].probe.preference))
+
+
+# -- the runtimes' own command lines, as their sources define them (runtime_cli.toml) ------------------------
+
+@dataclass(frozen=True)
+class Cli:
+    """The run-style subcommand of a runtime at one version: its options (name -> takes a value), the global
+    options before it, and the source they were read from. A rehearsal's stub checks command lines with it."""
+
+    subcommand: str
+    options: Mapping[str, bool]
+    global_options: Mapping[str, bool]
+    source: str
+
+
+@functools.cache
+def _cli_table() -> Mapping[str, Any]:
+    return tomllib.loads((resources.files("generator.model") / "runtime_cli.toml").read_text(encoding="utf-8"))
+
+
+def documented_cli(runtime: str, version: str) -> Cli | None:
+    """The documented command line of `runtime` at `version` (the entry of that version, else of the same
+    major.minor series), or None where runtime_cli.toml has none."""
+    entries = _cli_table().get(runtime, {})
+    series = ".".join(version.split(".")[:2])
+    key = version if version in entries else next((v for v in entries if v.startswith(series + ".")), None)
+    if key is None:
+        return None
+    e = entries[key]
+    return Cli(e["subcommand"], types.MappingProxyType(dict(e["options"])),
+               types.MappingProxyType(dict(e.get("global", {}))), e["source"])
+
+
+def edf_keys() -> tuple[str, ...]:
+    """The top-level keys of the CSCS container engine's environment definition file (its documentation)."""
+    return tuple(_cli_table()["ce"]["edf_keys"])

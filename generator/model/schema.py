@@ -73,6 +73,7 @@ KINDS: Mapping[str, tuple[re.Pattern, str]] = {k: (re.compile(v[0]), v[1]) for k
     "value": (r"[A-Za-z0-9_./:,=@%+ -]{0,1024}", "letters, digits, spaces and _ . / : , = @ % + - (no quotes, no $)"),
     "unit": (r"[A-Za-z0-9/%._ -]{1,32}", "a unit such as samples/s"),
     "option": (r"--[a-z][a-z0-9-]{0,63}(=[A-Za-z0-9_.,:/+=-]{1,512})?", "a long option such as --network=disable_rdzv_get"),
+    "walltime": (r"(\d{1,3}-)?\d{1,3}:[0-5]\d:[0-5]\d", "a wall time [D-]HH:MM:SS such as 12:00:00 or 2-00:00:00"),
 }.items()}
 
 
@@ -106,7 +107,7 @@ EXAMPLES = {"text": "a description", "name": "mysite", "word": "15.4", "module":
             "image": "rocm/dev-ubuntu-22.04:6.2.4", "env": "OMP_NUM_THREADS", "key": "com.hooks.cxi.enabled",
             "package": "openmpi-bin", "pin": "4.1.4-3+b1", "user": "app", "tag": "F1", "field": "os_version",
             "requirement": "numpy==2.1.3", "command": "make -C /opt/app", "arg": "--steps",
-            "imgpath": "/opt/app", "value": "1", "unit": "samples/s"}
+            "imgpath": "/opt/app", "value": "1", "unit": "samples/s", "walltime": "12:00:00"}
 
 
 def shown(value, limit: int = 60) -> str:

@@ -95,16 +95,83 @@ class Host(Facts):
     arch: Arch = fact("x86_64", "x86_64")
     cpu: str = fact("AMD EPYC 7A53 (64 cores)", "", "CPU model per node")
     cores_per_node: int = fact(64, 0)
-    scheduler: Scheduler = fact("slurm")
+    threads_per_core: int = fact(2, 1, "hardware threads per core, each a CPU to Slurm")
+    scheduler: Scheduler = fact("slurm", doc="the batch system; its policy is [scheduler]")
     launcher: Launcher = fact("srun")
-    partition: str = fact("batch", "", "partition (queue) for jobs: launch scripts' and the suite's default", kind="word")
-    needs_account: bool = fact(True, False, "the scheduler refuses jobs without an account (--account / -A)")
     internet: Internet = fact("no", "unknown", "can compute nodes reach the internet")
     proxy: str = fact("http://proxy.example.org:3128/", "", "HTTP(S) proxy for compute nodes", kind="url")
     modules: tuple[str, ...] = fact(("PrgEnv-gnu",), (), "modules loaded for bare and container runs alike", kind="module")
     rank_binding: tuple[str, ...] = fact(("--cpus-per-task=7", "--gpus-per-task=1", "--gpu-bind=closest"), (),
                                        "srun options of the site's one-rank-per-GPU examples (cores, GPU binding); "
                                        "they replace --gpus-per-node on the srun line", kind="option")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Partition:
+    """A partition (Slurm) or queue (PBS) as the site documents it."""
+
+    name: str = fact("batch", doc="partition (queue) name", kind="word")
+    gpus: bool = fact(True, False, "its nodes have GPUs")
+    default: bool = fact(True, False, "a job that names no partition lands here")
+    max_nodes: int = fact(9472, 0, "most nodes one job may ask for (0: not stated)")
+    max_time: str = fact("12:00:00", "", "longest wall time of a job, [D-]HH:MM:SS ('': not stated)", kind="walltime")
+    shared: bool = fact(False, False, "jobs share its nodes: a job gets only the CPUs (and memory) it asks for")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Qos:
+    """A Slurm quality of service a user may ask for."""
+
+    name: str = fact("debug", doc="QOS name", kind="word")
+    default: bool = fact(False, False, "applied to a job that names no QOS")
+    max_time: str = fact("02:00:00", "", "longest wall time of a job, [D-]HH:MM:SS ('': not stated)", kind="walltime")
+    max_nodes: int = fact(0, 0, "most nodes one job may ask for (0: not stated)")
+    max_jobs: int = fact(1, 0, "jobs one user may have in it, in any state (0: not stated)")
+
+
+REFUSALS = ("account", "constraint", "partition")       # what [scheduler] refusals may quote a message for
+
+
+@dataclass(frozen=True, kw_only=True)
+class SchedulerPolicy(Facts):
+    """What the site's scheduler asks of a job (the batch system itself is host.scheduler): where GPU jobs and
+    short test runs go, which QOS and constraint they need, the account, node sharing and the options and
+    set-up lines of the site's own job templates. Launch scripts, the suite's jobs and the rehearsal cluster
+    (gen-recipe minicluster up --shape SITE) all follow it."""
+
+    partitions: tuple[Partition, ...] = fact(({"name": "batch", "gpus": True, "default": True},), (),
+                                             "the partitions (queues) jobs may use")
+    job_partition: str = fact("batch", "", "partition of the site's jobs, one with GPUs on a GPU site ('': the default one)",
+                              kind="word")
+    debug_partition: str = fact("", "", "partition of short test runs, gen-recipe launch --debug ('': as other jobs)",
+                                kind="word")
+    qos: tuple[Qos, ...] = fact(({"name": "debug", "max_time": "02:00:00", "max_jobs": 1},), (), "QOS a user may ask for")
+    job_qos: str = fact("regular", "", "QOS of jobs, where the site's default QOS is not meant for them ('': the default)",
+                        kind="word")
+    debug_qos: str = fact("debug", "", "QOS of short test runs, gen-recipe launch --debug", kind="word")
+    constraint: str = fact("gpu", "", "node feature every job must ask for (--constraint)", kind="word")
+    account: Literal["required", "optional"] = fact("required", "optional",
+                                                   "whether the scheduler refuses a job that names no account (-A)")
+    account_name: str = fact("project ID", "", "what the site calls the account")
+    account_example: str = fact("ABC123", "", "an account written as the site writes them", kind="word")
+    cpus_per_gpu: int = fact(8, 0, "on shared nodes: CPUs a job's allocation asks for per GPU (0: the launcher's own)")
+    mem_per_gpu: str = fact("120G", "", "on shared nodes: memory a job's allocation asks for per GPU", kind="word")
+    options: tuple[str, ...] = fact(("--export=NONE",), (), "options every job of the site's templates carries",
+                                    kind="option")
+    setup: tuple[str, ...] = fact(("slurm_setup",), (), "modules the site's job templates load first", kind="module")
+    refusals: Mapping[str, str] = fact({"account": "Job violates accounting/QOS policy"}, None,
+                                       "the scheduler's documented message for a job without an account, the "
+                                       "constraint or a partition (keys: account, constraint, partition)")
+
+    def partition(self, name: str) -> Partition | None:
+        return next((p for p in self.partitions if p.name == name), None)
+
+    @property
+    def default_partition(self) -> Partition | None:
+        return next((p for p in self.partitions if p.default), None)
+
+    def qos_named(self, name: str) -> Qos | None:
+        return next((q for q in self.qos if q.name == name), None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,6 +313,7 @@ class Site:
     description: str = fact("My cluster: 2x EPYC + 4x A100 per node, InfiniBand HDR")
     aliases: tuple[str, ...] = fact(("mysite-ng",), (), kind="name")
     host: Host = fact({})
+    scheduler: SchedulerPolicy = fact({}, None)
     gpu: Gpu = fact({})
     mpi: Mpi = fact({})
     fabric: FabricFacts = fact({})
@@ -294,6 +362,8 @@ def _check(site: Site, fail) -> None:
         fail("schema", f"schema {site.schema} is not supported", f"this gen-recipe reads schema = {SCHEMA_VERSION}")
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", site.name):
         fail("name", f"'{site.name}' is not a valid site name", "use lower-case letters, digits, '-' and '_'")
+    if not 1 <= site.host.threads_per_core <= 8:
+        fail("host.threads_per_core", f"{site.host.threads_per_core} threads per core", "write 1, 2, 4 or 8")
     if site.gpu.stack not in STACK_OF_VENDOR[site.gpu.vendor]:
         fail("gpu.stack", f"{site.gpu.stack} does not fit {site.gpu.vendor} GPUs",
              f"use {' or '.join(STACK_OF_VENDOR[site.gpu.vendor])}")
@@ -359,7 +429,8 @@ def _check(site: Site, fail) -> None:
     for k, tol in site.tolerances.items():
         if not tol.lower <= 0 <= tol.upper:
             fail(f"tolerances.{k}", "lower must be <= 0 <= upper", "e.g. [1.0, -0.05, 0.10, \"ratio\"]")
-    tables = [("host", site.host), ("gpu", site.gpu), ("mpi", site.mpi), ("fabric", site.fabric),
+    _check_scheduler(site, fail)
+    tables = [("host", site.host), ("scheduler", site.scheduler), ("gpu", site.gpu), ("mpi", site.mpi), ("fabric", site.fabric),
               ("fabric.collectives", site.fabric.collectives), ("container", site.container),
               ("container.bind", site.container.bind), ("software", site.software)]
     tables += [(f"runtimes[{i}]", r) for i, r in enumerate(site.runtimes)]
@@ -371,6 +442,55 @@ def _check(site: Site, fail) -> None:
         for name in table.unverified:
             if name not in fieldnames:
                 fail(f"{key}.unverified", f"'{name}' is not a key of [{key}]", did_you_mean(name, fieldnames))
+
+
+def _check_scheduler(site: Site, fail) -> None:
+    """[scheduler]: names that exist, one default, wall times Slurm reads, nothing a batch system lacks."""
+    sched, kind = site.scheduler, site.host.scheduler
+    policy = [f.name for f in dataclasses.fields(sched) if f.name not in ("sources", "unverified")
+              and getattr(sched, f.name) not in ("", 0, (), "optional") and getattr(sched, f.name) != {}]
+    if kind == "none" and policy:
+        fail("scheduler", "a site without a batch system (host.scheduler = \"none\") has no scheduler policy",
+             "remove [scheduler], or set host.scheduler")
+    if sched.qos and kind != "slurm":
+        fail("scheduler.qos", f"{kind} has no QOS", "remove [[scheduler.qos]]")
+    for what, items in (("partitions", sched.partitions), ("qos", sched.qos)):
+        names = [x.name for x in items]
+        for i, x in enumerate(items):
+            if x.name in names[:i]:
+                fail(f"scheduler.{what}[{i}].name", f"'{x.name}' is listed twice", f"keep one [[scheduler.{what}]] per name")
+        if sum(x.default for x in items) > 1:
+            fail(f"scheduler.{what}", f"more than one default among {', '.join(names)}", "mark one default = true")
+    parts = [p.name for p in sched.partitions]
+    for key in ("job_partition", "debug_partition"):
+        value = getattr(sched, key)
+        if value and value not in parts:
+            fail(f"scheduler.{key}", f"'{value}' is not in [[scheduler.partitions]]",
+                 did_you_mean(value, parts) if parts else "add a [[scheduler.partitions]] table for it")
+    for key in ("job_partition", "debug_partition"):
+        chosen = sched.partition(getattr(sched, key)) or (sched.default_partition if key == "job_partition" else None)
+        if chosen is not None and site.gpu.count_per_node and not chosen.gpus:
+            fail(f"scheduler.{key}", f"partition '{chosen.name}' has no GPUs (gpus = false) and site {site.name} has",
+                 f"name a partition with gpus = true as {key}")
+    qos = [q.name for q in sched.qos]
+    for key in ("job_qos", "debug_qos"):
+        value = getattr(sched, key)
+        if value and value not in qos:
+            fail(f"scheduler.{key}", f"'{value}' is not in [[scheduler.qos]]",
+                 did_you_mean(value, qos) if qos else "add a [[scheduler.qos]] table for it")
+    for k in sched.refusals:
+        if k not in REFUSALS:
+            fail(f"scheduler.refusals.{k}", "unknown refusal", did_you_mean(k, REFUSALS))
+    if sched.constraint and kind != "slurm":
+        fail("scheduler.constraint", f"{kind} takes no --constraint", "remove it (PBS: a resource of -l select)")
+
+
+# Keys of earlier site files and where their facts live now.
+MOVED: Mapping[str, str] = {
+    "host.partition": "write the partitions as [[scheduler.partitions]] and the one jobs use as scheduler.job_partition "
+                      "(or mark it default = true)",
+    "host.needs_account": 'write [scheduler] account = "required"',
+}
 
 
 def fits(key: str, value) -> bool:
@@ -396,7 +516,12 @@ def fits(key: str, value) -> bool:
 def parse(text: str, path: str) -> Site:
     """Parse and validate the text of a site file; `path` is used in messages."""
     loader = Loader(path)
-    site = loader.table(Site, read_toml(text, path), "")
+    raw = read_toml(text, path)
+    for key, hint in MOVED.items():
+        table, name = key.split(".")
+        if isinstance(raw.get(table), dict) and name in raw[table]:
+            loader.fail(key, "moved to [scheduler]", hint)
+    site = loader.table(Site, raw, "")
     site = dataclasses.replace(site, path=path)
     _check(site, loader.fail)
     return site

@@ -2,12 +2,15 @@
 
     gen-recipe launch --site SITE --recipe NAME [--workload W] [--nodes N] [--gpus-per-node G]
                       [--tasks-per-node T] [--mode bind|hybrid] [--runtime R] [--bare]
-                      [--image REF] [--out FILE] [-- WORKLOAD ARGS...]
+                      [--image REF] [--account A] [--partition P] [--qos Q] [--debug]
+                      [--out FILE] [-- WORKLOAD ARGS...]
 
 The container script and its bare twin share everything but the container: the same
 `module load` lines (site.host.modules, site.mpi.modules, the runtime's modules), the same
 launcher line shape and the same environment, so their timings compare. Scheduler directives
-come from site.host.scheduler (Slurm `#SBATCH`, PBS/Torque `#PBS`, LSF `#BSUB`, none: plain bash).
+come from site.host.scheduler (Slurm `#SBATCH`, PBS/Torque `#PBS`, LSF `#BSUB`, none: plain bash) and
+the site's [scheduler] policy (`policy`: partition, QOS, constraint, account, what the allocation
+must hold, the options and set-up modules of the site's job templates).
 `script(site, job)` is pure; `gen-recipe launch` (generator/cli/launch.py) prints it or writes it.
 """
 
@@ -43,7 +46,9 @@ class Job:
     workload_args: tuple[str, ...] = ()
     time: str = "00:30:00"
     account: str = ""
-    partition: str = ""
+    partition: str = ""                     # "": the one [scheduler] names for this kind of job
+    qos: str = ""                           # "": [scheduler] job_qos (or the site's default)
+    debug: bool = False                     # a short test run: [scheduler] debug_partition and debug_qos
     workloads_dir: str = ""                 # bare: the directory holding workloads/
     allow_root: bool = False                # running as root (CI machines): root-only runtime flags (runtimes.Options)
 
@@ -61,12 +66,88 @@ class JobPlan:
     image: str
     workload_argv: tuple[str, ...]
     recipe: catalog.Recipe
-    partition: str = ""                     # --partition, else the site's host.partition
+    policy: Policy
 
     @property
     def from_file(self) -> bool:
         """The container runs an image file copied in (container.image_from = "file"), checked first."""
         return not self.job.bare and self.site.container.image_from == "file"
+
+
+# -- the site's scheduler policy ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Policy:
+    """What the site's scheduler asks of one job ([scheduler] and the job's shape): where it goes and
+    what its allocation must hold so that its steps get what they ask for."""
+
+    partition: str = ""
+    qos: str = ""
+    constraint: str = ""
+    account: str = ""
+    cpus_per_task: int = 0              # asked in the allocation as on the launcher line (0: not asked)
+    mem_per_gpu: str = ""
+    options: tuple[str, ...] = ()       # the site's template options, then the collectives' (site.fabric)
+
+    def slurm_options(self) -> list[str]:
+        """The policy as sbatch/salloc options (without nodes, tasks, GPUs and time)."""
+        return [*([f"--account={self.account}"] if self.account else []),
+                *([f"--partition={self.partition}"] if self.partition else []),
+                *([f"--qos={self.qos}"] if self.qos else []),
+                *([f"--constraint={self.constraint}"] if self.constraint else []),
+                *([f"--cpus-per-task={self.cpus_per_task}"] if self.cpus_per_task else []),
+                *([f"--mem-per-gpu={self.mem_per_gpu}"] if self.mem_per_gpu else []),
+                *self.options]
+
+
+def _seconds(wall: str) -> int:
+    days, _, hms = wall.rpartition("-")
+    h, m, s = (int(x) for x in hms.split(":"))
+    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + s
+
+
+def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:00", account: str = "",
+           partition: str = "", qos: str = "", debug: bool = False) -> Policy:
+    """The scheduler policy of a job of `nodes` × `tasks` ranks with `gpus` GPUs per node at `site` (pure).
+    A job the site's scheduler would refuse (no account where one is required, more nodes or time than
+    its partition or QOS allows, no debug partition or QOS for --debug) is a one-line UsageError naming
+    the site's rule and the option that fixes it."""
+    sched, kind = site.scheduler, site.host.scheduler
+    if kind == "none":
+        return Policy()
+    rule = f"[scheduler] of {site.path}"
+    if sched.account == "required" and not account:
+        said = f"; the scheduler says: {sched.refusals['account']}" if "account" in sched.refusals else ""
+        what = f" ({sched.account_name})" if sched.account_name else ""
+        raise UsageError(f"site {site.name} runs no job without an account{what} (scheduler.account = \"required\" in "
+                         f"{site.path}{said}): pass --account {sched.account_example or 'PROJECT'}")
+    if debug and not (sched.debug_partition or sched.debug_qos):
+        raise UsageError(f"--debug: site {site.name} names no partition or QOS for short test runs "
+                         f"(scheduler.debug_partition, scheduler.debug_qos in {site.path}); give --partition/--qos")
+    part = partition or (sched.debug_partition if debug else "") or sched.job_partition \
+        or (sched.default_partition.name if sched.default_partition else "")
+    chosen_qos = qos or (sched.debug_qos if debug else "") or sched.job_qos
+    for what, limits in (("partition", sched.partition(part)), ("QOS", sched.qos_named(chosen_qos) if kind == "slurm" else None)):
+        if limits is None:
+            continue
+        if limits.max_nodes and nodes > limits.max_nodes:
+            raise UsageError(f"site {site.name}: {what} {limits.name} takes at most {limits.max_nodes} nodes per job, "
+                             f"not {nodes} ({rule}): ask fewer --nodes, or another --{what.lower()}")
+        if limits.max_time and _seconds(time) > _seconds(limits.max_time):
+            raise UsageError(f"site {site.name}: {what} {limits.name} runs a job at most {limits.max_time}, not {time} "
+                             f"({rule}): give --time {limits.max_time} or less, or another --{what.lower()}")
+    shared = bool(sched.partition(part) and sched.partition(part).shared)
+    cpus = _cpus_per_task(site.host.rank_binding if gpus and tasks == gpus else ()) or \
+        (sched.cpus_per_gpu if shared and gpus and tasks == gpus else 0)
+    return Policy(partition=part, qos=chosen_qos if kind == "slurm" else "",
+                  constraint=sched.constraint, account=account, cpus_per_task=cpus,
+                  mem_per_gpu=sched.mem_per_gpu if shared and gpus else "",
+                  options=(*sched.options, *site.fabric.collectives.sbatch) if kind == "slurm" else ())
+
+
+def _cpus_per_task(options: Sequence[str]) -> int:
+    found = [o.split("=", 1)[1] for o in options if o.startswith("--cpus-per-task=")]
+    return int(found[-1]) if found and found[-1].isdigit() else 0
 
 
 # -- scheduler directives -------------------------------------------------------------------
@@ -75,23 +156,21 @@ def _slurm(p: JobPlan, name: str) -> list[str]:
     lines = [f"#SBATCH --job-name={name}", f"#SBATCH --nodes={p.job.nodes}",
              f"#SBATCH --ntasks-per-node={p.tasks}", f"#SBATCH --time={p.job.time}"]
     lines += [f"#SBATCH --gpus-per-node={p.gpus}"] if p.gpus else []
-    lines += [f"#SBATCH --account={p.job.account}"] if p.job.account else []
-    lines += [f"#SBATCH --partition={p.partition}"] if p.partition else []
-    return lines + [f"#SBATCH {opt}" for opt in p.site.fabric.collectives.sbatch]
+    return lines + [f"#SBATCH {opt}" for opt in p.policy.slurm_options()]
 
 
 def _pbs(p: JobPlan, name: str) -> list[str]:
     gpus = f":ngpus={p.gpus}" if p.gpus else ""
     return [f"#PBS -N {name}", f"#PBS -l select={p.job.nodes}:mpiprocs={p.tasks}{gpus}",
             f"#PBS -l walltime={p.job.time}"] + ([f"#PBS -A {p.job.account}"] if p.job.account else []) \
-        + ([f"#PBS -q {p.partition}"] if p.partition else [])
+        + ([f"#PBS -q {p.policy.partition}"] if p.policy.partition else [])
 
 
 def _torque(p: JobPlan, name: str) -> list[str]:
     gpus = f":gpus={p.gpus}" if p.gpus else ""
     return [f"#PBS -N {name}", f"#PBS -l nodes={p.job.nodes}:ppn={p.tasks}{gpus}",
             f"#PBS -l walltime={p.job.time}"] + ([f"#PBS -A {p.job.account}"] if p.job.account else []) \
-        + ([f"#PBS -q {p.partition}"] if p.partition else [])
+        + ([f"#PBS -q {p.policy.partition}"] if p.policy.partition else [])
 
 
 def _lsf(p: JobPlan, name: str) -> list[str]:
@@ -100,7 +179,7 @@ def _lsf(p: JobPlan, name: str) -> list[str]:
              f"#BSUB -W {int(h):d}:{int(m):02d}"]
     lines += [f'#BSUB -gpu "num={p.gpus}"'] if p.gpus else []
     return lines + ([f"#BSUB -P {p.job.account}"] if p.job.account else []) \
-        + ([f"#BSUB -q {p.partition}"] if p.partition else [])
+        + ([f"#BSUB -q {p.policy.partition}"] if p.policy.partition else [])
 
 
 DIRECTIVES: Mapping[str, Callable[[JobPlan, str], list[str]]] = {
@@ -113,12 +192,15 @@ WORKDIR = {"pbs": "PBS_O_WORKDIR", "torque": "PBS_O_WORKDIR", "lsf": "LS_SUBCWD"
 
 MPI_LAUNCHERS = ("mpirun", "mpiexec")     # the host MPI's own: its module must be loaded to start ranks
 
-def launcher(site: Site, nodes: int, tasks: int, gpus: int, forward: Sequence[str] = ()) -> tuple[str, ...]:
-    """The launcher prefix for nodes × tasks ranks; `forward`: variables Open MPI's mpirun must pass."""
+def launcher(site: Site, nodes: int, tasks: int, gpus: int, forward: Sequence[str] = (),
+             cpus_per_task: int = 0) -> tuple[str, ...]:
+    """The launcher prefix for nodes × tasks ranks; `forward`: variables Open MPI's mpirun must pass;
+    `cpus_per_task`: what the allocation asked per rank (`Policy`), asked again by srun."""
     name, total = site.host.launcher, nodes * tasks
     if name == "srun":
         per_gpu = site.host.rank_binding if gpus and tasks == gpus else ()    # one rank per GPU: the site's layout
-        return ("srun", f"--nodes={nodes}", f"--ntasks-per-node={tasks}",
+        cpus = (f"--cpus-per-task={cpus_per_task}",) if cpus_per_task and not _cpus_per_task(per_gpu) else ()
+        return ("srun", f"--nodes={nodes}", f"--ntasks-per-node={tasks}", *cpus,
                 *(per_gpu or ([f"--gpus-per-node={gpus}"] if gpus else [])),
                 *([f"--mpi={site.mpi.pmi}"] if site.mpi.pmi != "none" else []))
     if name in MPI_LAUNCHERS and site.mpi.flavour == "openmpi":
@@ -197,9 +279,10 @@ def check_job(site: Site, job: Job) -> None:
                          f"{', '.join(rt.name for rt in site.runtimes)})")
     if not TIME.fullmatch(job.time):
         raise UsageError(f"--time {shown(job.time)} is not HH:MM:SS (minutes and seconds below 60, e.g. --time 00:30:00)")
-    for option, value in (("--account", job.account), ("--partition", job.partition)):
+    for option, value, example in (("--account", job.account, site.scheduler.account_example or "abc123"),
+                                   ("--partition", job.partition, "batch"), ("--qos", job.qos, "normal")):
         if value:
-            _checked(option, value, "word", f"{option} abc123")
+            _checked(option, value, "word", f"{option} {example}")
     if job.workloads_dir:
         _checked("--workloads-dir", job.workloads_dir, "path", "--workloads-dir /scratch/me/gen-recipe")
     for arg in job.workload_args:
@@ -217,14 +300,13 @@ def plan_job(site: Site, job: Job) -> JobPlan:
     if job.nodes < 1:
         raise UsageError("--nodes must be at least 1")
     tasks = job.tasks_per_node or max(gpus, 1)
-    if site.host.needs_account and not job.account and site.host.scheduler != "none":
-        raise UsageError(f"site {site.name} runs no job without an account (host.needs_account in {site.path}): "
-                         "pass --account PROJECT")
+    rules = policy(site, nodes=job.nodes, gpus=gpus, tasks=tasks, time=job.time, account=job.account,
+                   partition=job.partition, qos=job.qos, debug=job.debug)
     argv = workload_argv(recipe, job, job.nodes * tasks)
     if job.bare:
         argv = recipe.local(argv)
     image = job.image or ("" if job.bare else default_image(site, recipe, rt))
-    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv, recipe, job.partition or site.host.partition)
+    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv, recipe, rules)
 
 
 def loads_host_mpi(site: Site, mode: str, bare: bool) -> bool:
@@ -234,12 +316,13 @@ def loads_host_mpi(site: Site, mode: str, bare: bool) -> bool:
 
 
 def modules(p: JobPlan) -> list[tuple[str, ...]]:
-    """The `module load` groups: the host's, the host MPI's (`loads_host_mpi`), the runtime's, and the
-    runtime's bind machinery in bind mode only."""
+    """The `module load` groups: the site's job-template set-up ([scheduler] setup), the host's, the host
+    MPI's (`loads_host_mpi`), the runtime's, and the runtime's bind machinery in bind mode only."""
     rt = p.site.runtime(p.runtime)
     groups, seen = [], set()
     host_mpi = p.site.mpi.modules if loads_host_mpi(p.site, p.mode, p.job.bare) else ()
-    for group in (p.site.host.modules, host_mpi, rt.modules, rt.bind_modules if p.mode == "bind" else ()):
+    for group in (p.site.scheduler.setup, p.site.host.modules, host_mpi, rt.modules,
+                  rt.bind_modules if p.mode == "bind" else ()):
         new = [m for m in group if m not in seen]
         seen.update(new)
         if new:
@@ -288,6 +371,7 @@ def _header(p: JobPlan) -> list[str]:
     flags += [f"--gpus-per-node {job.gpus_per_node}"] if job.gpus_per_node is not None else []
     flags += [f"--tasks-per-node {job.tasks_per_node}"] if job.tasks_per_node else []
     flags += [f"--runtime {p.runtime}"] if not job.bare else ["--bare"]
+    flags += ["--debug"] if job.debug else []
     flags += [f"--image {shlex.quote(job.image)}"] if job.image and not job.bare else []
     flags += ["--", *map(shlex.quote, job.workload_args)] if job.workload_args else []
     if job.bare and not recipe.builtin:
@@ -339,7 +423,7 @@ def script(site: Site, job: Job) -> str:
         out += ["", *image_file_lines(p)]
     if cmd.setup:
         out += ["", *(line(s) for s in cmd.setup)]
-    full = (*launcher(site, job.nodes, p.tasks, p.gpus, forward), *cmd.launcher_args, *cmd.argv)
+    full = (*launcher(site, job.nodes, p.tasks, p.gpus, forward, p.policy.cpus_per_task), *cmd.launcher_args, *cmd.argv)
     out += ["", line(full)]
     return "\n".join(out) + "\n"
 

@@ -51,6 +51,7 @@ class SuiteOptions:
     on_site: bool                      # --on-site: the user says this machine is the site
     launch: str = "direct"             # scheduler: jobs and job steps (test_scheduler.py); direct: on this node
     sbatch_args: tuple[str, ...] = ()  # --sbatch-arg: for the suite's sbatch/salloc (account, partition, time)
+    rehearse: bool = False             # --rehearse: the site's scheduler rehearsed on this machine (test_rehearsal.py)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "for a site with a scheduler, outside an allocation); direct: on this node (default elsewhere)")
     g.addoption("--sbatch-arg", action="append", default=[], metavar="--NAME=VALUE",
                 help="an option for the suite's sbatch/salloc, e.g. --sbatch-arg=--account=abc123 (repeatable)")
+    g.addoption("--rehearse", action="store_true",
+                help="before you queue: rehearse the site's scheduler here (as root: gen-recipe minicluster up "
+                     "--shape SITE) and submit every launch script as the site would get it; measures nothing")
     g.addoption("--aa-repeats", type=int, default=0, metavar="N",
                 help="also repeat the A/A control N times and report its coverage (slow; e.g. 20)")
 
@@ -147,17 +151,22 @@ def options_from(config: pytest.Config) -> SuiteOptions:
         usage("--tolerance: give a fraction between 0 and 1, e.g. 0.05 for 5%")
     if config.getoption("aa_repeats") < 0:
         usage("--aa-repeats: must be >= 0")
-    launch, sbatch_args = launch_mode(site, config.getoption("launch"), config.getoption("sbatch_arg"), usage)
+    rehearse = config.getoption("rehearse")
+    if rehearse and site.host.scheduler == "none":
+        usage(f"--rehearse: site {site.name} has no batch system (host.scheduler = \"none\"): nothing to rehearse")
+    launch, sbatch_args = launch_mode(site, config.getoption("launch") or ("direct" if rehearse else None),
+                                      config.getoption("sbatch_arg"), usage)
     return SuiteOptions(
         site=site, runtimes=tuple(config.getoption("runtime")), rounds=rounds, workloads=workloads, recipe=recipe,
         tolerance=tolerance, image=config.getoption("image"), mode=config.getoption("mode"),
         aa_repeats=config.getoption("aa_repeats"), on_site=config.getoption("on_site"), launch=launch,
-        sbatch_args=sbatch_args)
+        sbatch_args=sbatch_args, rehearse=rehearse)
 
 
 def launch_mode(site, given: str | None, sbatch_args: list[str], usage, environ=os.environ) -> tuple[str, tuple[str, ...]]:
     """--launch and --sbatch-arg, checked: the mode (scheduler for a site with a scheduler when pytest runs
-    outside an allocation, else direct) and the options for the suite's jobs, the site's partition added."""
+    outside an allocation, else direct) and the options given for the suite's jobs (the site's [scheduler]
+    policy adds the rest: `generator.run.launch.policy`; `account_problem` checks the account)."""
     from generator.run import slurmjob
 
     scheduler = site.host.scheduler
@@ -167,14 +176,21 @@ def launch_mode(site, given: str | None, sbatch_args: list[str], usage, environ=
     problem = slurmjob.check_options(sbatch_args)
     if problem:
         usage(f"--sbatch-arg: {problem}")
-    args = tuple(sbatch_args)
-    if launch == "scheduler" and scheduler == "slurm":
-        if site.host.needs_account and slurmjob.given(args, "account") is None:
-            usage(f"--launch=scheduler: site {site.name} runs no job without an account (host.needs_account); "
-                  "pass --sbatch-arg=--account=PROJECT")
-        if site.host.partition and slurmjob.given(args, "partition") is None:
-            args = (f"--partition={site.host.partition}", *args)
-    return launch, args
+    return launch, tuple(sbatch_args)
+
+
+def account_problem(site, launch: str, sbatch_args: tuple[str, ...]) -> str | None:
+    """Why the suite's jobs at `site` would be refused for want of an account (checked once the session knows
+    it is on the site, before anything runs), or None."""
+    from generator.run import slurmjob
+
+    sched = site.scheduler
+    if launch != "scheduler" or site.host.scheduler != "slurm" or sched.account != "required" \
+            or slurmjob.given(sbatch_args, "account") is not None:
+        return None
+    what = f" ({sched.account_name})" if sched.account_name else ""
+    return (f"--launch=scheduler: site {site.name} runs no job without an account{what} (scheduler.account = "
+            f"\"required\" in {site.path}); pass --sbatch-arg=--account={sched.account_example or 'PROJECT'}")
 
 
 def placement(options: SuiteOptions, facts=None) -> Placement:
@@ -230,6 +246,7 @@ BUILTIN_MEASUREMENTS = ("test_overhead.py", "test_mpi.py", "test_startup.py", "t
 # Modules that measure on this node (--launch=direct) and through the scheduler (--launch=scheduler).
 DIRECT = (*BUILTIN_MEASUREMENTS, "test_app.py")
 SCHEDULED = ("test_scheduler.py",)
+REHEARSAL = ("test_rehearsal.py",)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
@@ -237,7 +254,21 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     With --recipe and no --workloads, the built-in workloads' measurements are deselected; without --recipe,
     the application test (test_app.py) is. The measurements of the other --launch mode skip, saying why."""
     options = config.stash.get(SUITE, None)
-    if options is not None and session_placement(config).on_site:     # off site, all skip as "not the site"
+    if options is not None and options.rehearse:
+        why = "--rehearse: the scheduler rehearsal only (test_rehearsal.py); it measures nothing"
+        for item in items:
+            if Path(str(item.fspath)).name not in (*ORDER, *REHEARSAL):
+                item.add_marker(pytest.mark.skip(reason=why))
+    elif options is not None:
+        for item in items:
+            if Path(str(item.fspath)).name in REHEARSAL:
+                item.add_marker(pytest.mark.skip(reason="before you queue: pytest suites/ --site=SITE --rehearse "
+                                                        "rehearses the site's scheduler here"))
+    if options is not None and not options.rehearse and session_placement(config).on_site:
+        problem = account_problem(options.site, options.launch, options.sbatch_args)
+        if problem:
+            raise pytest.UsageError(problem)
+    if options is not None and not options.rehearse and session_placement(config).on_site:  # off site: "not the site"
         if options.launch == "scheduler":
             other, why = DIRECT, ("--launch=scheduler: measured as jobs through the scheduler (test_scheduler.py); "
                                   "--launch=direct measures on this node")

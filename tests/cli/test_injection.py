@@ -20,7 +20,7 @@ from generator.run import launch
 from generator.recipe import render
 from generator.model import site as site_mod
 from generator.errors import SiteError
-from tests.helpers import all_sites
+from tests.helpers import account, all_sites
 from tests.model.test_fuzz import paths, toml_text
 
 if sys.version_info >= (3, 11):
@@ -85,7 +85,8 @@ def test_no_payload_runs_from_launch_scripts_or_hides_in_recipes(name, stubs, tm
                     continue
                 for bare in (False, True):
                     job = launch.Job(recipe="pytorch", workload="mnist", nodes=1, mode=mode, runtime=rt.name,
-                                     bare=bare, image="img.sif", workloads_dir=str(tmp_path))
+                                     bare=bare, image="img.sif", workloads_dir=str(tmp_path),
+                                     account=account(site))
                     script = tmp_path / "job.sh"
                     script.write_text(launch.script(site, job))
                     env = {"PATH": f"{stubs}:/usr/bin:/bin", "HOME": str(tmp_path), "PBS_O_WORKDIR": str(tmp_path),

@@ -144,7 +144,7 @@ def test_mutated_app_files_give_exit_0_or_one_line(text, tmp_path_factory):
     app = folder / "fuzzed.toml"
     app.write_text(text, encoding="utf-8", errors="surrogatepass")
     for argv in (("--site", "local", "--recipe", str(app), "--out", str(folder / "out"), "-q"),
-                 ("launch", "--site", "frontier", "--recipe", str(app), "--nodes", "2")):
+                 ("launch", "--site", "frontier", "--account", "ABC123", "--recipe", str(app), "--nodes", "2")):
         code, err = run(*argv)
         assert code == 0 or (code == 2 and err.count("\n") == 1 and err.startswith("gen-recipe: ")
                              and "fuzzed.toml" in err and "\x1b" not in err), (code, err[:500])

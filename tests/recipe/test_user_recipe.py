@@ -125,7 +125,7 @@ def test_launch_runs_the_apps_workload(monkeypatch):
     def flat(text: str) -> str:
         return text.replace("\\\n    ", "")
 
-    script = flat(launch.script(site.load("frontier"), launch.Job(recipe=spec, nodes=2)))
+    script = flat(launch.script(site.load("frontier"), launch.Job(recipe=spec, nodes=2, account="abc123")))
     assert "python3 /opt/trainer/train.py --steps 600 --warmup 20 --threads 1" in script
     assert "#SBATCH --job-name=trainer-frontier" in script and f"--recipe {spec}" in script
     bare = flat(launch.script(site.load("local"), launch.Job(recipe=spec, bare=True)))

@@ -19,6 +19,7 @@ import pytest
 
 from generator.run import launch
 from generator.model import site as site_mod
+from tests.helpers import account
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "launch"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -46,7 +47,7 @@ def _job(s: site_mod.Site, mode: str, bare: bool) -> launch.Job:
     return launch.Job(recipe="pytorch", workload="cnn", nodes=1 if single else 2, tasks_per_node=2 if single else None,
                       mode=mode,
                       bare=bare, image=pattern.format(site=s.name) if pattern else None,
-                      workloads_dir=WORKLOADS_DIR)
+                      workloads_dir=WORKLOADS_DIR, account=account(s))
 
 
 def _command_json(s: site_mod.Site, mode: str) -> str:

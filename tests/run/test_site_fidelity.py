@@ -12,6 +12,7 @@ import pytest
 from generator.run import launch
 from generator.recipe import render
 from generator.model import site as site_mod
+from tests.helpers import account
 
 SITES = sorted(set(site_mod.builtin_names().values()))
 IMAGE = "img"   # a fixed image name: the default one renders the recipe for its content hash
@@ -19,7 +20,7 @@ IMAGE = "img"   # a fixed image name: the default one renders the recipe for its
 
 def _script(s, runtime: str, mode: str, bare: bool = False, nodes: int = 2) -> str:
     return launch.script(s, launch.Job(runtime=runtime, mode=mode, bare=bare, nodes=nodes, image=None if bare else IMAGE,
-                                       account="abc123" if s.host.needs_account else "", workloads_dir="/w"))
+                                       account=account(s), workloads_dir="/w"))
 
 
 def _modules(text: str) -> set[str]:
@@ -147,12 +148,12 @@ def test_air_gapped_sites_check_the_image_file_before_the_job():
     exported file, and checks it against its .sha256 before the launcher line; its bare twin does not."""
     s = site_mod.load("supermuc")
     assert s.host.internet == "no" and s.container.image_from == "file"
-    text = launch.script(s, launch.Job(nodes=2))
+    text = launch.script(s, launch.Job(nodes=2, account=account(s)))
     check = text.index('sha256sum --check --strict --quiet "$(basename "$image_file").sha256"')
     assert "image_file=pytorch-supermuc.tar.gz" in text and "exit 1" in text[check:]
     assert check < text.index('ch-convert -i tar -o dir "$image_file" "$image"') < text.index("mpiexec -n 2")
     assert '--join --join-ct=1 "${image:-}" -- python3' in text
-    assert "sha256sum" not in launch.script(s, launch.Job(nodes=2, bare=True, workloads_dir="/w"))
+    assert "sha256sum" not in launch.script(s, launch.Job(nodes=2, bare=True, workloads_dir="/w", account=account(s)))
     registry_sites = [n for n in SITES if site_mod.load(n).container.image_from == "registry"]
     assert all("sha256sum" not in _script(site_mod.load(n), site_mod.load(n).container.runtime,
                                           site_mod.load(n).container.mpi_mode) for n in registry_sites)
@@ -170,7 +171,7 @@ def test_one_rank_per_gpu_layout_follows_the_sites_examples():
     # Leonardo (unverified in its site file): 32 cores / 4 GPUs per Booster node (CINECA user guide)
     assert "--ntasks-per-node=4 --cpus-per-task=8 " in _script(site_mod.load("leonardo"), "singularity", "hybrid")
     # one rank per node (fewer ranks than GPUs): no per-GPU binding, the node's GPUs as before
-    few = launch.script(site_mod.load("frontier"), launch.Job(tasks_per_node=1, image=IMAGE))
+    few = launch.script(site_mod.load("frontier"), launch.Job(tasks_per_node=1, image=IMAGE, account="abc123"))
     assert "--gpus-per-task" not in few and "srun --nodes=1 --ntasks-per-node=1 --gpus-per-node=8" in few
 
 
@@ -213,7 +214,7 @@ def test_ch_run_join_is_told_the_ranks_per_node():
     """Charliecloud's ch-run --join guesses the peer count from OMPI_COMM_WORLD_LOCAL_SIZE or Slurm's
     variables (ch-run docs, "Multiple processes in the same container with --join"); under Intel MPI's
     Hydra (SuperMUC-NG: mpiexec -ppn) none is set, so the script passes --join-ct itself."""
-    text = launch.script(site_mod.load("supermuc"), launch.Job(nodes=2, tasks_per_node=4))
+    text = launch.script(site_mod.load("supermuc"), launch.Job(nodes=2, tasks_per_node=4, account="pn12ab"))
     assert "mpiexec -n 8 -ppn 4 ch-run" in text and "--join --join-ct=4" in text
 
 

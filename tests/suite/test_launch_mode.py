@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from generator.model import site as site_mod
-from generator.suite.plugin import launch_mode
+from generator.suite.plugin import account_problem, launch_mode
 from tests.suite.test_other_sites import REPO, suite
 
 
@@ -31,7 +31,7 @@ def with_host(name: str, **host) -> site_mod.Site:
 
 def test_the_default_is_the_scheduler_outside_an_allocation_and_direct_inside():
     slurm, local = site_mod.load("local-slurm"), site_mod.load("local")
-    assert launch_mode(slurm, None, [], usage, environ={}) == ("scheduler", ("--partition=debug",))
+    assert launch_mode(slurm, None, [], usage, environ={}) == ("scheduler", ())      # the partition: the site's policy
     assert launch_mode(slurm, None, [], usage, environ={"SLURM_JOB_ID": "7"})[0] == "direct"
     assert launch_mode(slurm, "scheduler", [], usage, environ={"SLURM_JOB_ID": "7"})[0] == "scheduler"
     assert launch_mode(local, None, [], usage, environ={}) == ("direct", ())
@@ -46,11 +46,23 @@ def test_options_are_checked_before_anything_runs():
         launch_mode(slurm, None, ["--account=a;touch /tmp/x"], usage, environ={})
     with pytest.raises(Usage, match=r"--time=soon: give a time"):
         launch_mode(slurm, None, ["--time=soon"], usage, environ={})
-    needs = with_host("local-slurm", needs_account=True)
-    with pytest.raises(Usage, match=r"runs no job without an account .*--sbatch-arg=--account=PROJECT"):
-        launch_mode(needs, None, [], usage, environ={})
-    given = ["--account=proj1", "--partition=long", "--time=00:20:00"]
-    assert launch_mode(needs, None, given, usage, environ={}) == ("scheduler", tuple(given))   # no site partition added
+    needs = dataclasses.replace(slurm, scheduler=dataclasses.replace(slurm.scheduler, account="required"))
+    assert re.search(r"runs no job without an account .*--sbatch-arg=--account=PROJECT",
+                     account_problem(needs, "scheduler", ()))
+    given = ("--account=proj1", "--partition=long", "--time=00:20:00")
+    assert launch_mode(needs, None, list(given), usage, environ={}) == ("scheduler", given)
+    assert account_problem(needs, "scheduler", given) is None and account_problem(needs, "direct", ()) is None
+    leonardo = account_problem(site_mod.load("leonardo"), "scheduler", ())
+    assert "(Project Account)" in leonardo and 'scheduler.account = "required" in sites/leonardo.toml' in leonardo
+
+
+def test_on_the_site_a_missing_account_stops_pytest_in_one_line(tmp_path):
+    text = (REPO / "sites" / "local-slurm.toml").read_text().replace(
+        'sources = ["M1"]\n\n[gpu]', 'account = "required"\nsources = ["M1"]\n\n[gpu]')
+    (tmp_path / "acct.toml").write_text(text.replace('name = "local-slurm"', 'name = "acct"'))
+    r = suite(f"--site={tmp_path / 'acct.toml'}", "--on-site", "--launch=scheduler", path="suites/test_static.py")
+    assert r.returncode == 4 and "runs no job without an account" in r.stderr, r.stdout[-2000:] + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
 
 
 def test_bad_options_stop_pytest_in_one_line():

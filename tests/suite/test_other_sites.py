@@ -36,8 +36,9 @@ def test_another_site_runs_static_checks_and_skips_the_rest(name):
     assert passed >= 6 and skipped >= 5, summary            # static checks ran; measurements skipped
     reasons = [line for line in out.splitlines() if line.startswith("SKIPPED")]
     off_site = f"this machine is not {name} ("
-    measuring = [line for line in reasons if "test_static.py" not in line]
+    measuring = [line for line in reasons if "test_static.py" not in line and "test_rehearsal.py" not in line]
     assert measuring and all(off_site in line for line in measuring), "\n".join(reasons)
+    assert any("test_rehearsal.py" in line and "--site=SITE --rehearse" in line for line in reasons)  # how to rehearse
     assert "static checks only — run on" in measuring[0] and "--image/--on-site" in measuring[0]
 
 
