@@ -161,6 +161,8 @@ def slurm_conf(lay: Layout, user: str, shape: Shape) -> str:
         *(["GresTypes=gpu"] if shape.gres else []),
         *(["JobSubmitPlugins=lua"] if shape.constraint else []),
         "SchedulerType=sched/backfill",
+        # a queue of short jobs (a rehearsal): each starts as soon as the previous one ends, not seconds later
+        "SchedulerParameters=batch_sched_delay=0,sched_interval=1,sched_min_interval=100000",
         "MpiDefault=none",
         "ReturnToService=2",
         "EnforcePartLimits=ALL",                         # a job that can never run is refused at once
@@ -290,19 +292,22 @@ def _stepds(lay: Layout) -> list[int]:
     return found
 
 
-def _stop(pid: int, grace: float = 10.0) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _alive(pid):
+def _stop(*pids: int, grace: float = 10.0) -> None:
+    """SIGTERM to every one of `pids` at once, then SIGKILL to those still alive after `grace` seconds."""
+    for pid in pids:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
+    deadline = time.monotonic() + grace
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 # -- status, up, down ------------------------------------------------------------------------------
@@ -434,10 +439,7 @@ def up(state_dir: Path | str | None = None, shape: Shape | None = None, timeout:
     conf = slurm_conf(lay, user, shape)
     changed = not lay.conf.is_file() or lay.conf.read_text() != conf
     if changed:                      # the controller and the nodes start again on the new configuration
-        for d in ("slurmctld", *(f"slurmd-{n}" for n in old_nodes)):
-            pid = pid_of(lay, d)
-            if pid:
-                _stop(pid)
+        _stop(*(pid for d in ("slurmctld", *(f"slurmd-{n}" for n in old_nodes)) if (pid := pid_of(lay, d))))
         _write_shape_files(lay, user, shape)
         (lay.root / "state" / "clustername").unlink(missing_ok=True)    # the controller starts afresh (-c) as the new cluster
         write_atomic(lay.conf, conf)
@@ -506,14 +508,16 @@ def _answers(argv: list[str], env: Mapping[str, str] | None = None) -> bool:
 
 
 def _account(lay: Layout, user: str, shape: Shape, env: Mapping[str, str]) -> None:
-    """The shape's cluster, QOS and accounts in the database (`shape.accounting_commands`); what exists stays."""
-    for cmd in shapes.accounting_commands(shape, user):
-        proc = subprocess.run(in_munge_namespace(lay, ["sacctmgr", "-i", *cmd]), env=env, capture_output=True,
-                              text=True, timeout=60, stdin=subprocess.DEVNULL)
-        said = (proc.stdout + proc.stderr).strip()
-        if proc.returncode != 0 and "Nothing new added" not in said and "already exists" not in said:
-            raise CheckFailed(f"minicluster: sacctmgr {' '.join(cmd)} failed (exit {proc.returncode}): "
-                              f"{' | '.join(said.splitlines()[-2:])}")
+    """The shape's cluster, QOS and accounts in the database (`shape.accounting_commands`), all in one sacctmgr
+    (its commands read from stdin); what exists stays ("Nothing new added")."""
+    script = "".join(" ".join(cmd) + "\n" for cmd in shapes.accounting_commands(shape, user))
+    proc = subprocess.run(in_munge_namespace(lay, ["sacctmgr", "-i"]), env=env, input=script, capture_output=True,
+                          text=True, timeout=120)
+    said = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines()
+            if "error" in ln.lower() and "Nothing new added" not in ln and "already exists" not in ln]
+    if proc.returncode not in (0, 1) or said:
+        raise CheckFailed(f"minicluster: sacctmgr (the accounts and QOS of shape {shape.site}) failed (exit "
+                          f"{proc.returncode}): {' | '.join(said[-2:]) or _tail(lay.log('slurmdbd'))}")
 
 
 def _is_own_dir(path: Path) -> bool:

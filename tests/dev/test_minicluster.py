@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import contextlib
 import io
 import json
@@ -21,10 +22,14 @@ from .conftest import REPO
 
 def test_conf_keeps_everything_under_the_state_directory():
     lay = minicluster.Layout(Path("/srv/mc"))
-    conf = minicluster.slurm_conf(lay, "alice", 4)
+    local = dataclasses.replace(minicluster.shape_named(None), nodes=tuple(
+        dataclasses.replace(n, cpus=4) for n in minicluster.shape_named(None).nodes))
+    conf = minicluster.slurm_conf(lay, "alice", local)
     paths = re.findall(r"=(/[^\s]*)", conf)
     assert len(paths) == 8 and sum(p.startswith("/srv/mc/") for p in paths) == 7
-    assert "AuthInfo=socket=/srv/mc/munge/munge.socket" in conf
+    assert "AuthInfo=socket=/srv/mc/munge/munge.socket.2" in conf
+    assert "ClusterName=local_slurm" in conf and "AccountingStorageType=accounting_storage/none" in conf
+    assert "PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP" in conf
     # one PMIx step directory per node, under /tmp (which containers share), named after the state directory
     assert re.search(r"^TmpFS=/tmp/gen-recipe-minicluster-[0-9a-f]{8}/tmp-%n$", conf, re.M)
     assert lay.tmp_root != minicluster.Layout(Path("/srv/mc2")).tmp_root
@@ -32,13 +37,13 @@ def test_conf_keeps_everything_under_the_state_directory():
     p = minicluster.ports(lay.root)
     assert f"NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port={p['n1']} CPUs=4 State=UNKNOWN" in conf
     assert f"NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port={p['n2']} CPUs=4 State=UNKNOWN" in conf
-    assert conf == minicluster.slurm_conf(lay, "alice", 4)
+    assert conf == minicluster.slurm_conf(lay, "alice", local)
 
 
 def test_ports_are_fixed_per_directory_and_apart_between_directories():
     a, b = minicluster.ports(Path("/x/build/minicluster")), minicluster.ports(Path("/y/build/minicluster"))
     assert a == minicluster.ports(Path("/x/build/minicluster"))
-    assert len(set(a.values())) == 3 and not set(a.values()) & set(b.values())
+    assert len(set(a.values())) == 5 and not set(a.values()) & set(b.values())     # controller, 2 nodes, dbd, db
     assert all(1024 < port < 32768 for port in (*a.values(), *b.values()))
 
 
@@ -56,7 +61,9 @@ def test_start_commands():
     assert slurmd[-5:] == ["slurmd", "-f", "/srv/mc/slurm.conf", "-N", "n2"]
     assert minicluster.start_argv(lay, "slurmctld")[:2] == ["slurmctld", "-c"]
     munged = minicluster.start_argv(lay, "munged")
-    assert "--socket=/srv/mc/munge/munge.socket" in munged and "--key-file=/srv/mc/munge.key" in munged
+    assert "--socket=/srv/mc/munge/munge.socket.2" in munged and "--key-file=/srv/mc/munge.key" in munged
+    ctld = minicluster.start_argv(lay, "slurmctld", accounting=True)        # sees /srv/mc/munge at /run/munge
+    assert ctld[:4] == ["unshare", "--mount", "--propagation", "private"] and "/srv/mc/munge" in ctld
 
 
 def _cli(*argv: str) -> tuple[int, str]:
