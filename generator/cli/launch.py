@@ -21,7 +21,7 @@ from generator.errors import shown
 from generator.files import write_atomic
 from generator.model import site as site_mod
 from generator.recipe import catalog, payload
-from generator.run.launch import Job, check_job, script
+from generator.run.launch import Job, check_job, plan_job, script
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     # before the script is written; a printed script names the package's own folder (printing writes nothing)
     link_payload = job.bare and not job.workloads_dir and job.recipe.builtin and args.out
     if link_payload:
+        plan_job(site, job)                                         # what the site refuses, refused before the folder
         job = replace(job, workloads_dir=str(payload.pythonpath(Path("build"))))
     text = script(site, job)
     if args.out:

@@ -461,23 +461,18 @@ def _check_scheduler(site: Site, fail) -> None:
                 fail(f"scheduler.{what}[{i}].name", f"'{x.name}' is listed twice", f"keep one [[scheduler.{what}]] per name")
         if sum(x.default for x in items) > 1:
             fail(f"scheduler.{what}", f"more than one default among {', '.join(names)}", "mark one default = true")
-    parts = [p.name for p in sched.partitions]
-    for key in ("job_partition", "debug_partition"):
+    for key, table, names in (("job_partition", "partitions", [p.name for p in sched.partitions]),
+                              ("debug_partition", "partitions", [p.name for p in sched.partitions]),
+                              ("job_qos", "qos", [q.name for q in sched.qos]), ("debug_qos", "qos", [q.name for q in sched.qos])):
         value = getattr(sched, key)
-        if value and value not in parts:
-            fail(f"scheduler.{key}", f"'{value}' is not in [[scheduler.partitions]]",
-                 did_you_mean(value, parts) if parts else "add a [[scheduler.partitions]] table for it")
+        if value and value not in names:
+            fail(f"scheduler.{key}", f"'{value}' is not in [[scheduler.{table}]]",
+                 did_you_mean(value, names) if names else f"add a [[scheduler.{table}]] table for it")
     for key in ("job_partition", "debug_partition"):
         chosen = sched.partition(getattr(sched, key)) or (sched.default_partition if key == "job_partition" else None)
         if chosen is not None and site.gpu.count_per_node and not chosen.gpus:
             fail(f"scheduler.{key}", f"partition '{chosen.name}' has no GPUs (gpus = false) and site {site.name} has",
                  f"name a partition with gpus = true as {key}")
-    qos = [q.name for q in sched.qos]
-    for key in ("job_qos", "debug_qos"):
-        value = getattr(sched, key)
-        if value and value not in qos:
-            fail(f"scheduler.{key}", f"'{value}' is not in [[scheduler.qos]]",
-                 did_you_mean(value, qos) if qos else "add a [[scheduler.qos]] table for it")
     for k in sched.refusals:
         if k not in REFUSALS:
             fail(f"scheduler.refusals.{k}", "unknown refusal", did_you_mean(k, REFUSALS))

@@ -91,3 +91,11 @@ def test_site_files_that_name_what_does_not_exist_are_one_line():
         assert str(err.value).startswith(f"lumi.toml: {key}:") and "\n" not in str(err.value), str(err.value)
     with pytest.raises(UsageError):
         launch.policy(site_mod.load("lumi"), nodes=1, gpus=8, tasks=8)           # no account
+
+
+def test_a_refused_bare_script_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run_cli("launch", "--site", "leonardo", "--bare", "--out", "job.sh")      # no account: refused
+    assert r.code == 2 and "without an account" in r.err and list(tmp_path.iterdir()) == []
+    r = run_cli("launch", "--site", "leonardo", "--account", "p", "--bare", "--out", "job.sh")
+    assert r.code == 0 and (tmp_path / "job.sh").is_file() and (tmp_path / "build" / "payload" / "workloads").is_symlink()
