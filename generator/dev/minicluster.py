@@ -88,6 +88,17 @@ class Layout:
         return self.root / "stubs"
 
     @property
+    def site_root(self) -> Path:
+        """The site's bind sources, as folders (and bind mode's single libraries as empty files) under this
+        folder: a rehearsal's stubbed runtimes find a script's bind sources here or on this machine."""
+        return self.root / "siteroot"
+
+    @property
+    def site_env(self) -> Path:
+        """A folder per user variable the site's binds name (`${SCRATCH}`): rehearsal_env sets each to its own."""
+        return self.root / "siteenv"
+
+    @property
     def devices(self) -> Path:
         """The GPUs' files of gres.conf: links to /dev/null."""
         return self.root / "dev"
@@ -218,11 +229,14 @@ def in_munge_namespace(lay: Layout, argv: list[str]) -> list[str]:
 
 def rehearsal_env(state_dir: Path | str | None = None) -> dict[str, str]:
     """What a job of the cluster's shape needs beyond SLURM_CONF: the shape's modulefiles under Lmod, whose
-    `module` a batch script's non-interactive bash gets through BASH_ENV (a site's login shell gives it)."""
+    `module` a batch script's non-interactive bash gets through BASH_ENV (a site's login shell gives it), and
+    the user variables the site's binds name, each a folder of its own (as the site's login sets them)."""
     lay = layout(state_dir)
     env = {"SLURM_CONF": str(lay.conf)}
     if lay.modules.is_dir():
         env.update(MODULEPATH=str(lay.modules), BASH_ENV=str(LMOD_INIT))
+    if lay.site_env.is_dir():
+        env.update({d.name: str(d) for d in sorted(lay.site_env.iterdir()) if d.is_dir()})
     return env
 
 
@@ -335,6 +349,9 @@ class Status:
         out.append(f"export SLURM_CONF={self.root / 'slurm.conf'}")
         if (self.root / "modules").is_dir():
             out.append(f"export MODULEPATH={self.root / 'modules'} BASH_ENV={LMOD_INIT}")
+        site_env = Layout(self.root).site_env
+        if site_env.is_dir():
+            out += [f"export {d.name}={shlex.quote(str(d))}" for d in sorted(site_env.iterdir()) if d.is_dir()]
         return "\n".join(out)
 
 
@@ -437,11 +454,12 @@ def up(state_dir: Path | str | None = None, shape: Shape | None = None, timeout:
         _run(["mungekey", "--create", f"--keyfile={lay.key}"], "mungekey", lay)
     user = _user()
     conf = slurm_conf(lay, user, shape)
-    changed = not lay.conf.is_file() or lay.conf.read_text() != conf
+    changed = not lay.conf.is_file() or lay.conf.read_text() != conf or _read(lay.shape_file) != shape.site + "\n"
     if changed:                      # the controller and the nodes start again on the new configuration
         _stop(*(pid for d in ("slurmctld", *(f"slurmd-{n}" for n in old_nodes)) if (pid := pid_of(lay, d))))
-        _write_shape_files(lay, user, shape)
         (lay.root / "state" / "clustername").unlink(missing_ok=True)    # the controller starts afresh (-c) as the new cluster
+    _write_shape_files(lay, user, shape)             # every time: the modules and bind sources of this very shape
+    if changed:
         write_atomic(lay.conf, conf)
         write_atomic(lay.shape_file, shape.site + "\n")
     env = slurm_env(lay.root)
@@ -456,8 +474,16 @@ def up(state_dir: Path | str | None = None, shape: Shape | None = None, timeout:
     return status(lay.root)
 
 
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 def _write_shape_files(lay: Layout, user: str, shape: Shape) -> None:
-    """gres.conf and its device links, job_submit.lua, slurmdbd.conf, the modulefiles: what `shape` needs."""
+    """gres.conf and its device links, job_submit.lua, slurmdbd.conf, the bind sources, the modulefiles: what
+    `shape` needs."""
     if shape.gres:
         lay.devices.mkdir(exist_ok=True)
         for i in range(max(n.gpus for n in shape.nodes)):
@@ -472,6 +498,16 @@ def _write_shape_files(lay: Layout, user: str, shape: Shape) -> None:
         write_atomic(lay.root / "job_submit.lua", shapes.job_submit_lua(shape))
     if shape.accounting:
         write_atomic(lay.root / "slurmdbd.conf", slurmdbd_conf(lay, user, shape), mode=0o600)
+    for old in (lay.site_root, lay.site_env):
+        if old.is_dir():
+            shutil.rmtree(old)
+    for name in shape.variables:
+        (lay.site_env / name).mkdir(parents=True)
+    for path, folder in [*((p, True) for p in shape.binds), *((p, False) for p in shape.libraries)]:
+        target = lay.site_root / path.lstrip("/")
+        (target if folder else target.parent).mkdir(parents=True, exist_ok=True)
+        if not folder and not target.exists():
+            target.touch()
     if lay.modules.is_dir():
         shutil.rmtree(lay.modules)
     for name in shape.modules:

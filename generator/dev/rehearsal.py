@@ -20,6 +20,7 @@ scheduler (Slurm's own message, or the site's documented one). `cases`, `negativ
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shlex
 import subprocess
@@ -164,27 +165,30 @@ def negatives(site: Site, script: str, shape_default: str | None) -> list[Negati
 # -- running them ---------------------------------------------------------------------------------------
 
 STUB = '#!/bin/sh\n# gen-recipe rehearsal: stands in for {name} ({tool} {version}); checks its command line\n' \
-       'exec {python} -m generator.dev.stub {tool} {version} "$@"\n'
+       'GEN_RECIPE_REHEARSAL_ROOT={root} exec {python} -m generator.dev.stub {tool} {version} "$@"\n'
 SRUN = ('#!/bin/sh\n# gen-recipe rehearsal: the container engine\'s srun --environment (a stub runs in the step)\n'
-        'for a in "$@"; do case "$a" in --environment=*) GEN_RECIPE_REAL_SRUN={srun} exec {python} -m generator.dev.stub '
-        'ce-srun {version} "$@" ;; esac; done\n'
+        'for a in "$@"; do case "$a" in --environment=*) GEN_RECIPE_REAL_SRUN={srun} GEN_RECIPE_REHEARSAL_ROOT={root} '
+        'exec {python} -m generator.dev.stub ce-srun {version} "$@" ;; esac; done\n'
         'exec {srun} "$@"\n')
 
 
-def write_stubs(bin_dir: Path, folder: Path, site: Site) -> tuple[Path, Path]:
+def write_stubs(bin_dir: Path, folder: Path, site: Site, site_root: Path | None = None) -> tuple[Path, Path]:
     """The stub programs of `site` in `bin_dir` (the cluster's: the shape's modules put it on PATH, for jobs that
-    take no environment along, --export=NONE), and the bare twins' python3 in `folder`/bare-bin."""
+    take no environment along, --export=NONE), and the bare twins' python3 in `folder`/bare-bin; the stubbed
+    runtimes look for bind sources on the node and under `site_root` (the cluster's, Layout.site_root)."""
     bare_dir = folder / "bare-bin"
     for d in (bin_dir, bare_dir):
         d.mkdir(parents=True, exist_ok=True)
         for old in d.iterdir():
             old.unlink()
-    python = shlex.quote(sys.executable)
+    python, root = shlex.quote(sys.executable), shlex.quote(str(site_root or ""))
     for name, (tool, version) in stubs(site).items():
-        text = SRUN.format(python=python, version=shlex.quote(version), srun=shlex.quote(_real("srun"))) \
-            if tool == "ce" else STUB.format(name=name, tool=tool, version=shlex.quote(version) or "-", python=python)
+        text = SRUN.format(python=python, version=shlex.quote(version), srun=shlex.quote(_real("srun")), root=root) \
+            if tool == "ce" else STUB.format(name=name, tool=tool, version=shlex.quote(version) or "-", python=python,
+                                             root=root)
         write_atomic(bin_dir / name, text, mode=0o755)
-    write_atomic(bare_dir / "python3", STUB.format(name="python3", tool="python3", version="-", python=python), mode=0o755)
+    write_atomic(bare_dir / "python3", STUB.format(name="python3", tool="python3", version="-", python=python,
+                                                   root=root), mode=0o755)
     return bin_dir, bare_dir
 
 
@@ -206,13 +210,15 @@ class Outcome:
 def env_for(case: Case, base: Mapping[str, str], bin_dir: Path, bare_dir: Path, home: Path) -> dict[str, str]:
     """A case's submission environment: the cluster's (SLURM_CONF, MODULEPATH, BASH_ENV), the stubs first on
     PATH, the bare twins' python3 stub where the bare twin is not run for real, what the runtime's locally made
-    image needs (Platform.local_env), HOME a folder of the rehearsal's (the container engine's EDF goes to
-    ~/.edf) and, as root, Open MPI's consent to run as root (its mpirun refuses otherwise)."""
+    image needs (Platform.local_env), USER where the caller's environment lacks it, HOME a folder of the
+    rehearsal's (the container engine's EDF goes to ~/.edf) and, as root, Open MPI's consent to run as root
+    (its mpirun refuses otherwise)."""
     path = [str(bin_dir)] + ([str(bare_dir)] if case.job.bare and not case.real else [])
     repo = str(Path(__file__).resolve().parents[2])
     runtime = {} if case.job.bare or not case.real else registry.PLATFORMS[case.job.runtime].local_env()
     root = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"} if os.geteuid() == 0 else {}
-    return {**base, **runtime, **root, "PATH": ":".join([*path, base.get("PATH", "/usr/bin:/bin")]), "HOME": str(home),
+    user = {} if base.get("USER") else {"USER": pwd.getpwuid(os.geteuid()).pw_name}     # as a login shell sets it
+    return {**base, **runtime, **root, **user, "PATH": ":".join([*path, base.get("PATH", "/usr/bin:/bin")]), "HOME": str(home),
             "PYTHONPATH": ":".join(p for p in (repo, base.get("PYTHONPATH", "")) if p)}
 
 
@@ -329,7 +335,8 @@ def rehearse(site: Site, cluster: Path, folder: Path, image_for: Callable[[str],
     progress(f"rehearsal of {site.name}: the cluster in {cluster} takes {site.name}'s shape")
     minicluster.up(cluster, shape)
     folder.mkdir(parents=True, exist_ok=True)
-    bin_dir, bare_dir = write_stubs(minicluster.layout(cluster).stubs, folder, site)
+    lay = minicluster.layout(cluster)
+    bin_dir, bare_dir = write_stubs(lay.stubs, folder, site, lay.site_root)
     home = folder / "home"
     home.mkdir(exist_ok=True)
     base = {**(os.environ if environ is None else environ), **minicluster.rehearsal_env(cluster)}

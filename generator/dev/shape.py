@@ -11,6 +11,7 @@ to /dev/null (Slurm 22.05 drops a GPU without a file), nodes declare the site's 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 
@@ -54,6 +55,9 @@ class Shape:
     constraint: str = ""                  # a node feature every job must ask for (job_submit.lua)
     constraint_message: str = ""
     modules: tuple[str, ...] = ()         # every module the site's scripts may load
+    binds: tuple[str, ...] = ()           # host folders the site's scripts mount (bind_sources)
+    libraries: tuple[str, ...] = ()       # host files bind mode mounts one by one
+    variables: tuple[str, ...] = ()       # the user's variables the binds name (${SCRATCH}): folders of their own
 
     @property
     def accounting(self) -> bool:
@@ -107,7 +111,35 @@ def shape_of(site: Site, cpus_here: int = 2, account: str = "") -> Shape:
     return Shape(site=site.name, cluster=cluster_name(site.name), nodes=tuple(nodes), partitions=tuple(parts),
                  qos=sched.qos, default_qos=default_qos, account=account, account_required=required,
                  constraint=sched.constraint, constraint_message=message if sched.constraint else "",
-                 modules=modules_of(site))
+                 modules=modules_of(site), binds=bind_sources(site.container.bind.paths + site.container.binds),
+                 libraries=bind_sources(site.container.bind.libraries),
+                 variables=bind_variables(site.container.bind.paths + site.container.binds))
+
+
+SHELL_SET = frozenset({"PWD", "HOME", "USER"})     # variables every job's shell has
+# variables a job's start-up depends on: a bind naming one is rehearsed with the value the job has
+KEPT = frozenset({"PATH", "SHELL", "TMPDIR", "IFS", "ENV", "BASH_ENV", "MODULEPATH", "LANG", "TERM"})
+KEPT_PREFIXES = ("SLURM_", "LD_", "PYTHON", "GEN_RECIPE_", "OMPI_", "PMIX_", "LMOD", "BASH_")
+
+
+def bind_variables(specs: tuple[str, ...]) -> tuple[str, ...]:
+    """The variables the host side of bind specifications names that a job does not have by itself (a site's
+    login environment sets them: `${SCRATCH}`): the rehearsal cluster gives each a folder of its own."""
+    names = [m.group(1) or m.group(2) for spec in specs
+             for m in re.finditer(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", spec.split(":", 1)[0])]
+    return tuple(n for n in dict.fromkeys(names) if n not in SHELL_SET | KEPT and not n.startswith(KEPT_PREFIXES))
+
+
+def bind_sources(specs: tuple[str, ...]) -> tuple[str, ...]:
+    """The host side of bind specifications (SRC[:DST]) that name no variable, normalised, once each: what
+    the rehearsal cluster makes under its site root (`${SCRATCH}`, `${PWD}` are the user's, set where the job
+    runs)."""
+    out = []
+    for spec in specs:
+        src = spec.split(":", 1)[0]
+        if src.startswith("/") and "$" not in src:
+            out.append(posixpath.normpath(src))
+    return tuple(dict.fromkeys(out))
 
 
 # -- slurm.conf ------------------------------------------------------------------------------------------

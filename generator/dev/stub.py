@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -35,7 +36,41 @@ def check_runtime(tool: str, version: str, argv: list[str]) -> dict:
     rest = _options(words[1:], cli.options, f"{tool} {version} {cli.subcommand}", cli.source)
     if not rest:
         raise Refused(f"{tool} {version} {cli.subcommand}: no image given ({cli.source})")
-    return {"image": rest[0], "command": rest[1:]}
+    sources = bind_sources(cli, words[1:len(words) - len(rest)], os.environ)
+    check_sources(sources, f"{tool} {version}")
+    return {"image": rest[0], "command": rest[1:], "binds": len(sources)}     # a count: ranks write side by side
+
+
+def bind_sources(cli: runtimes.Cli, options: list[str], environ) -> list[str]:
+    """The host side of every bind mount in `options` (the subcommand's, before the image) and in the runtime's
+    bind variables of `environ`."""
+    values = [environ[name] for name in cli.bind_env if environ.get(name)]
+    for i, word in enumerate(options):
+        name, eq, value = word.partition("=")
+        if name in cli.bind_options:
+            values.append(value if eq else options[i + 1] if i + 1 < len(options) else "")
+    out = []
+    for value in values:
+        if value.startswith("type="):                    # Sarus: type=bind,source=SRC,destination=DST
+            fields = dict(f.partition("=")[::2] for f in value.split(","))
+            out.append(fields.get("source") or fields.get("src", ""))
+        else:
+            out += [item.split(":", 1)[0] for item in value.split(",") if item]
+    return out
+
+
+def check_sources(sources: list[str], what: str) -> None:
+    """Each bind source exists on this node, or under the rehearsal cluster's site root (the site's bind
+    sources as folders: GEN_RECIPE_REHEARSAL_ROOT), as the runtime needs before it starts the container."""
+    root = os.environ.get("GEN_RECIPE_REHEARSAL_ROOT", "")
+    for src in sources:
+        if not src.startswith("/"):
+            raise Refused(f"{what}: bind source {src!r} is not an absolute path (the runtime resolves it against "
+                          "the job's working directory; the site's scripts name absolute ones)")
+        if not os.path.exists(src) and not (root and os.path.exists(root + src)):
+            raise Refused(f"{what}: bind source {src} does not exist on this node, nor in the site's bind sources "
+                          f"({root or 'GEN_RECIPE_REHEARSAL_ROOT unset'}); the runtime stops: mount source {src} "
+                          "doesn't exist")
 
 
 def _options(words: list[str], known: dict[str, bool], what: str, source: str) -> list[str]:
@@ -88,7 +123,20 @@ def check_ce(argv: list[str]) -> dict:
     if unknown or "image" not in edf:
         raise Refused(f"srun --environment={env}: {path}: " + (f"unknown keys {unknown}" if unknown else "no image")
                       + " (CSCS Container Engine, EDF reference)")
-    return {"image": edf["image"], "edf": str(path)}
+    sources = [expand(str(m).split(":", 1)[0], f"srun --environment={env}: {path}: mounts") for m in edf.get("mounts", [])]
+    check_sources(sources, f"srun --environment={env}")
+    return {"image": edf["image"], "edf": str(path), "binds": len(sources)}
+
+
+def expand(value: str, what: str) -> str:
+    """`value` with its `${VAR}`/`$VAR` references replaced from the environment, as the container engine
+    expands an EDF's values (its EDF reference: mounts = ["${SCRATCH}:${SCRATCH}"]); an unset one is refused."""
+    def one(m: re.Match) -> str:
+        name = m.group(1) or m.group(2)
+        if name not in os.environ:
+            raise Refused(f"{what}: ${{{name}}} is not set in the job's environment")
+        return os.environ[name]
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", one, value)
 
 
 def ce_srun(version: str, argv: list[str]) -> int:

@@ -408,6 +408,8 @@ class Cli:
     options: Mapping[str, bool]
     global_options: Mapping[str, bool]
     source: str
+    bind_options: tuple[str, ...] = ()   # the options that take bind mounts (SRC[:DST[:OPTS]], comma lists)
+    bind_env: tuple[str, ...] = ()       # the environment variables that do
 
 
 @functools.cache
@@ -423,9 +425,10 @@ def documented_cli(runtime: str, version: str) -> Cli | None:
     key = version if version in entries else next((v for v in entries if v.startswith(series + ".")), None)
     if key is None:
         return None
-    e = entries[key]
+    e, binds = entries[key], _cli_table().get("binds", {}).get(runtime, {})
     return Cli(e["subcommand"], types.MappingProxyType(dict(e["options"])),
-               types.MappingProxyType(dict(e.get("global", {}))), e["source"])
+               types.MappingProxyType(dict(e.get("global", {}))), e["source"],
+               tuple(binds.get("options", ())), tuple(binds.get("env", ())))
 
 
 def edf_keys() -> tuple[str, ...]:

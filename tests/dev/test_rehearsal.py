@@ -66,6 +66,9 @@ def test_a_shape_says_the_sites_rules():
     assert pm.partitions[0].name == shape.FALLBACK_PARTITION and pm.partitions[0].default
     lua = shape.job_submit_lua(pm)
     assert "local wanted = [[gpu]]" in lua and "return slurm.ERROR" in lua
+    assert lumi.binds[:2] == ("/opt/cray", "/var/spool") and "/etc/hosts" in lumi.binds
+    assert shape.shape_of(site_mod.load("alps")).binds == ()                   # ${SCRATCH}: the user's, not made
+    assert shape.bind_sources(("/a/../b:/x", "$HOME/y", "rel", "/a/../b")) == ("/b",)
     local = shape.shape_of(site_mod.load("local-slurm"))
     assert not local.accounting and not local.gres and local.partitions[0].name == "debug"
 
@@ -92,15 +95,41 @@ def test_the_clusters_conf_for_a_shape():
 # -- stubs, pure ----------------------------------------------------------------------------------------------
 
 def test_a_stub_checks_the_command_line_against_the_documented_options(capsys):
-    assert stub.main(["apptainer", "1.3.6", "exec", "--rocm", "--bind", "/a,/b", "img.sif", "python3", "-m", "x"]) == 0
+    assert stub.main(["apptainer", "1.3.6", "exec", "--rocm", "--bind", "/tmp,/usr:/x", "img.sif", "python3", "-m",
+                      "x"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["image"] == "img.sif" and record["command"] == ["python3", "-m", "x"]
+    assert record["binds"] == 2
     assert stub.main(["apptainer", "1.3.6", "exec", "--no-such-flag", "img.sif", "true"]) == 2
     err = capsys.readouterr().err
     assert "unknown option --no-such-flag" in err and "apptainer" in err and "\n" == err[-1] and err.count("\n") == 1
     assert stub.main(["apptainer", "1.3.6", "run-help", "img.sif"]) == 2          # not the subcommand used
     assert stub.main(["mpiexec", "2019.12.320", "-n", "2", "-ppn", "1", "ch-run", "img", "--", "true"]) == 0
     assert stub.main(["mpiexec", "2019.12.320", "--map-by", "node", "true"]) == 2
+    capsys.readouterr()
+
+
+def test_a_stubbed_runtime_stops_on_a_bind_source_the_site_does_not_have(tmp_path, monkeypatch, capsys):
+    """As the runtime does: a bind source (option or variable) that exists neither on the node nor among the
+    site's bind sources (the cluster's site root) stops the run; one the shape made is found."""
+    site = site_mod.load("frontier")
+    lay = minicluster.Layout(tmp_path)
+    minicluster._write_shape_files(lay, "alice", shape.shape_of(site))
+    assert (lay.site_root / "opt" / "cray").is_dir() and (lay.site_root / "usr/share/libdrm").is_dir()
+    monkeypatch.setenv("GEN_RECIPE_REHEARSAL_ROOT", str(lay.site_root))
+    monkeypatch.setenv("APPTAINER_BINDPATH", "/usr/share/libdrm,/var/spool/slurmd,/opt/cray")
+    assert stub.main(["apptainer", "1.3.6", "exec", "img.sif", "true"]) == 0
+    assert json.loads(capsys.readouterr().out)["binds"] == 3
+    monkeypatch.setenv("APPTAINER_BINDPATH", "/opt/cray,/lustre/orion/nowhere")
+    assert stub.main(["apptainer", "1.3.6", "exec", "img.sif", "true"]) == 2
+    assert "bind source /lustre/orion/nowhere does not exist" in capsys.readouterr().err
+    monkeypatch.delenv("APPTAINER_BINDPATH")
+    for argv in (["podman-hpc", "1.1.4", "run", "-v", "/nowhere/x:/x", "img", "true"],
+                 ["sarus", "1.7.0", "run", "--mount=type=bind,source=/nowhere/x,destination=/x", "img", "true"],
+                 ["singularity", "4.1.3", "exec", "-B", "relative:/x", "img", "true"]):
+        assert stub.main(argv) == 2, argv
+        assert "bind source" in capsys.readouterr().err
+    assert stub.main(["sarus", "1.7.0", "run", "--mount=type=bind,source=/opt/cray,destination=/x", "img", "true"]) == 0
     capsys.readouterr()
 
 
