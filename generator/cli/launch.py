@@ -18,7 +18,7 @@ from pathlib import Path
 from workloads.registry import NAMES as WORKLOADS
 
 from generator.errors import shown
-from generator.files import write_atomic
+from generator.files import replaceable, write_atomic
 from generator.model import site as site_mod
 from generator.recipe import catalog, payload
 from generator.run.launch import Job, check_job, plan_job, script
@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     link_payload = job.bare and not job.workloads_dir and job.recipe.builtin and args.out
     if link_payload:
         plan_job(site, job)                                         # what the site refuses, refused before the folder
+        replaceable(Path(args.out), follow_symlinks=False, flag=None)   # and an --out the write path would refuse
         job = replace(job, workloads_dir=str(payload.pythonpath(Path("build"))))
     text = script(site, job)
     if args.out:

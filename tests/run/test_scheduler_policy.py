@@ -97,5 +97,8 @@ def test_a_refused_bare_script_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = run_cli("launch", "--site", "leonardo", "--bare", "--out", "job.sh")      # no account: refused
     assert r.code == 2 and "without an account" in r.err and list(tmp_path.iterdir()) == []
+    for out in ("/dev/null", "."):                                                 # an --out the write path refuses
+        r = run_cli("launch", "--site", "leonardo", "--account", "p", "--bare", "--out", out)
+        assert r.code == 2 and "not a regular file" in r.err and list(tmp_path.iterdir()) == [], r.err
     r = run_cli("launch", "--site", "leonardo", "--account", "p", "--bare", "--out", "job.sh")
     assert r.code == 0 and (tmp_path / "job.sh").is_file() and (tmp_path / "build" / "payload" / "workloads").is_symlink()
