@@ -71,10 +71,9 @@ def test_app_overhead(benchmark, suite, site, images, bare_python, verdicts, app
     except harness.HarnessError as exc:
         pytest.fail(str(exc), pytrace=False)
     metric = "throughput" if w.better == "higher" else "time"
-    result.record(benchmark, [result.of(
-        v.estimate, v, site=site.name, workload=recipe.name, runtime=runtime, mode=opts.mode, metric=metric,
+    result.record(benchmark, [result.of_pairs(
+        v, comp.pairs, site=site.name, workload=recipe.name, runtime=runtime, mode=opts.mode, metric=metric,
         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
-        bare=tuple(p.bare.speed() for p in comp.pairs), container=tuple(p.container.speed() for p in comp.pairs),
         extra={"image": image, "look": v.look, "unit": w.unit, "bare_values": comp.series.get("a", []),
                "container_values": comp.series.get("b", []), "wall_s": [list(r) for r in comp.ready_s]})])
     verdicts.append(v)

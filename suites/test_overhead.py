@@ -37,10 +37,9 @@ def test_overhead(benchmark, suite, site, images, bare_python, cpu_pin, verdicts
         pytest.skip(f"{workload} cannot run here: {str(exc).splitlines()[-1][:200]}")
     except harness.Unlike as exc:
         pytest.fail(str(exc), pytrace=False)
-    result.record(benchmark, [result.of(
-        v.estimate, v, site=site.name, workload=workload, runtime=runtime, mode=opts.mode, metric="throughput",
+    result.record(benchmark, [result.of_pairs(
+        v, comp.pairs, site=site.name, workload=workload, runtime=runtime, mode=opts.mode, metric="throughput",
         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
-        bare=tuple(p.bare.speed() for p in comp.pairs), container=tuple(p.container.speed() for p in comp.pairs),
         extra={"image": image, "look": v.look, "bare_chunks": comp.series.get("a", []), "container_chunks": comp.series.get("b", []),
                "ready_s": [list(r) for r in comp.ready_s]})])
     verdicts.append(v)

@@ -46,6 +46,9 @@ SLOWER_TRANSPORT = {"OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "ofi", "FI_PROVIDER": 
                     "OMPI_MCA_mtl_ofi_provider_exclude": "shm"}
 
 
+COMPILED_DDP = ("mnist", "cnn")         # the compiled ddp comparison takes the first of these the run has
+
+
 def ddp_workloads(options) -> list[str]:
     return [w for w in options.workloads if w in DDP]
 
@@ -62,6 +65,10 @@ def pytest_generate_tests(metafunc):
     if "ddp_case" in metafunc.fixturenames:
         cases = [(w, r) for w in ddp_workloads(options) for r in runtimes_under_test(options)]
         metafunc.parametrize("ddp_case", cases, ids=[f"{w}-{r}" for w, r in cases])
+    if "compiled_ddp" in metafunc.fixturenames:      # one workload, one runtime: a cold compile per side is long
+        found = [w for w in COMPILED_DDP if w in ddp_workloads(options)][:1]
+        cases = [(w, r) for w in found for r in runtimes_under_test(options)[:1]]
+        metafunc.parametrize("compiled_ddp", cases, ids=[f"{w}-compiled-{r}" for w, r in cases])
     if "mpi_runtime" in metafunc.fixturenames:
         metafunc.parametrize("mpi_runtime", list(runtimes_under_test(options)) if "mpi" in options.workloads else [])
 
@@ -203,14 +210,15 @@ def test_script_through_sbatch(suite, site, slurm, scripts, script_case):
 # -- 2. ddp on 1 and 2 nodes -----------------------------------------------------------------------------------
 
 def steps_run(scripts: Scripts, allocation: Allocation, workload: str, side: str, nodes: int,
-              label: str | None = None, wrapper: tuple[str, ...] = (), tag: str = "") -> harness.Run:
+              label: str | None = None, wrapper: tuple[str, ...] = (), tag: str = "", extra_args: tuple[str, ...] = (),
+              env: dict[str, str] | None = None) -> harness.Run:
     """One side of a comparison: its launch script, started with bash inside the allocation."""
-    path = scripts.path(workload, side, nodes, step_args(scripts.suite.site, workload), tag)
+    path = scripts.path(workload, side, nodes, (*step_args(scripts.suite.site, workload), *extra_args), tag)
     if wrapper:     # the power control: the ranks run under the throttle (the srun line's command)
         text = path.read_text()
         assert text.count(" python3 -m workloads.") == 1, f"not one workload command in {path}"
         path.write_text(text.replace(" python3 -m workloads.", f" {shlex.join(wrapper)} python3 -m workloads."))
-    return harness.Run(label or side, ("bash", str(path)), scripts.env(side, allocation.env), None)
+    return harness.Run(label or side, ("bash", str(path)), scripts.env(side, allocation.env, env), None)
 
 
 def metric_of(workload: str):
@@ -259,6 +267,30 @@ def test_ddp_across_nodes(benchmark, suite, site, scripts, allocation, verdicts,
         for n, v in zip(NODES, found)])
     failed = [v.message for v in found if v.outcome != "pass"]
     assert not failed, "; ".join(failed)
+
+
+def test_compiled_ddp_across_nodes(benchmark, suite, site, scripts, allocation, verdicts, compiled_ddp, tmp_path_factory):
+    """ddp training with `--compile` on 2 nodes, bare vs container, as job steps of the launch scripts: each side
+    with a kernel cache of its own (GEN_RECIPE_KERNEL_CACHE, which the scripts take when it is set), so that
+    the first step of each compiles into an empty cache and the later ones find their own kernels."""
+    workload, runtime = compiled_ddp
+    if allocation.nodes < max(NODES):
+        pytest.skip(f"the allocation has {allocation.nodes} node(s); the comparison needs {max(NODES)}")
+    tol = tolerance(suite, workload)
+    roots = {side: tmp_path_factory.mktemp(f"kernels-ddp-{side}") for side in ("bare", runtime)}
+    runs = [steps_run(scripts, allocation, workload, side, max(NODES), extra_args=("--compile",), tag="-compiled",
+                      env={launch.CACHE_ROOT: str(roots[side])}) for side in ("bare", runtime)]
+    comp, v = compare_steps(benchmark, suite, *runs, workload, f"{workload} ddp compiled {max(NODES)} nodes ({runtime})", tol)
+    verdicts.append(v)
+    for side, root in roots.items():
+        assert any(root.rglob("*.py")), f"the {side} side compiled nothing into {root}"
+    records = {r.label: (harness.records_of(r, workload, STEP_TIMEOUT) or [{}])[-1] for r in runs}
+    assert all(rec.get("compiled") for rec in records.values()), records
+    result.record(benchmark, [result.of_pairs(
+        v, comp.pairs, site=site.name, workload=workload, runtime=runtime, mode=mode_of(suite, runtime),
+        metric=f"throughput-compiled-{max(NODES)}node", tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
+        extra={"nodes": max(NODES), "look": v.look, "compiled": True, "job_id": allocation.job_id})])
+    assert v.outcome == "pass", v.message
 
 
 # -- 3. MPI between nodes --------------------------------------------------------------------------------------

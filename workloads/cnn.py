@@ -119,7 +119,7 @@ def make_parser():
     p.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate (default 3e-4)")
     p.add_argument("--eval", action="store_true",
                    help="report accuracy on the 20%% test split at the end")
-    return p
+    return train.add_compile_option(p)
 
 
 def run(argv):
@@ -141,7 +141,7 @@ def run(argv):
     train.apply_epochs(args, steps_per_epoch)
 
     torch.manual_seed(args.seed)
-    model = train.wrap_model(torch, build_model(torch, args.image_size), args.mode, device)
+    model = train.wrap_model(torch, build_model(torch, args.image_size), args.mode, device, args.compile)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     stream = train.index_stream(torch, n_train, args.seed, info.rank, info.world_size)
     runner = train.TrainRunner(

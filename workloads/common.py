@@ -293,7 +293,9 @@ def drive(name, args, runner, record, out):
     if serve:
         if runner.rank == 0:  # with --warmup 0, startup_s here is the time to ready
             ready = startup if startup is not None else time.time() - PROCESS_START
-            out.line({"event": "ready", "startup_s": ready, "pid": os.getpid(), "environment": environment()})
+            # compiled or eager: a side of a comparison must agree with the other on it, as on the rest
+            env = {**environment(), **({"compiled": record["compiled"]} if "compiled" in record else {})}
+            out.line({"event": "ready", "startup_s": ready, "pid": os.getpid(), "environment": env})
         while True:
             line = None
             if runner.rank == 0:

@@ -110,7 +110,7 @@ def make_parser():
                    help="directory with MNIST idx files (default: synthetic data)")
     p.add_argument("--lr", type=float, default=1.0,
                    help="Adadelta learning rate (default 1.0, as in the PyTorch example)")
-    return p
+    return train.add_compile_option(p)
 
 
 def run(argv):
@@ -125,7 +125,7 @@ def run(argv):
     train.apply_epochs(args, steps_per_epoch)
 
     torch.manual_seed(args.seed)
-    model = train.wrap_model(torch, build_model(torch), args.mode, device)
+    model = train.wrap_model(torch, build_model(torch), args.mode, device, args.compile)
     optimizer = torch.optim.Adadelta(model.parameters(), lr=args.lr)
     stream = train.index_stream(torch, data.n, args.seed, info.rank, info.world_size)
     runner = train.TrainRunner(

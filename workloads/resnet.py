@@ -51,7 +51,7 @@ def make_parser():
     p.add_argument("--image-size", type=common.positive_int, default=None,
                    help="input side in pixels (default 224; 299 for inception_v3)")
     p.add_argument("--lr", type=float, default=0.01, help="SGD learning rate (default 0.01)")
-    return p
+    return train.add_compile_option(p)
 
 
 def run(argv):
@@ -71,7 +71,7 @@ def run(argv):
     common.setup_torch(args)
     info, device = train.setup_parallel(torch, args)
     torch.manual_seed(args.seed)
-    model = train.wrap_model(torch, build_model(torchvision, args.model), args.mode, device)
+    model = train.wrap_model(torch, build_model(torchvision, args.model), args.mode, device, args.compile)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     # one fixed synthetic batch resident on the device, as in the Horovod synthetic benchmark
     g = torch.Generator().manual_seed(args.seed + info.rank)

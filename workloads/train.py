@@ -16,15 +16,24 @@ def setup_parallel(torch, args):
     return dist.DistInfo(), device
 
 
-def wrap_model(torch, model, mode, device):
-    """single: as is; dp: DataParallel over the visible GPUs; ddp: DistributedDataParallel."""
+def add_compile_option(p):
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (Inductor; compiled in the warm-up steps, kernels cached "
+                        "under TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR)")
+    return p
+
+
+def wrap_model(torch, model, mode, device, compile=False):
+    """single: as is; dp: DataParallel over the visible GPUs; ddp: DistributedDataParallel; then, with
+    `compile`, torch.compile of the wrapped model (for DDP after wrapping: Dynamo splits the graph at
+    DDP's buckets, as PyTorch's DDP notes recommend)."""
     model = model.to(device)
     if mode == "dp" and device.type == "cuda" and torch.cuda.device_count() > 1:
-        return torch.nn.DataParallel(model)
-    if mode == "ddp":
+        model = torch.nn.DataParallel(model)
+    elif mode == "ddp":
         ids = [device.index] if device.type == "cuda" else None
-        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
-    return model
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    return torch.compile(model) if compile else model
 
 
 def gpus_used(torch, mode, device):
@@ -130,5 +139,6 @@ def parallel_keys(torch, args, info, device):
         "local_rank": info.local_rank,
         "global_batch_size": args.batch_size * info.world_size,
         "threads": torch.get_num_threads(),
+        "compiled": bool(getattr(args, "compile", False)),
     }
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from generator.errors import GenRecipeError, UsageError, shown
 from generator.files import read_text, write_set
-from generator.suite.report import cell, headlines, markdown, parse, plots
+from generator.suite.report import cell, compiled_markdown, headlines, markdown, parse, plots
 
 MAX_RESULTS_FILE = 64 << 20      # a suite run's JSON holds every chunk of every pair: larger than a site file
 
@@ -32,12 +32,14 @@ def run(args: argparse.Namespace) -> int:
         raise GenRecipeError(f"{shown(args.results)}: no suite comparisons in it (run pytest suites/ with "
                              "--benchmark-enable --benchmark-json=FILE)")
     heads = headlines(table)
+    both = compiled_markdown(table)
+    both = f"\n## Eager and compiled (torch.compile)\n\n{both}" if both else ""
     md = f"# Container overhead\n\nFrom {cell(args.results.name)}.\n\n" + "".join(f"**{cell(h)}**\n\n" for h in heads) \
-        + markdown(table)
+        + markdown(table) + both
     files: dict[Path, str | bytes] = {args.out / "report.md": md}
     if not args.no_plots:
         files.update({args.out / name: png for name, png in plots(table).items()})
     write_set(files, root=args.out, flag=None)
-    print("".join(shown(h) + "\n" for h in heads) + markdown(table), end="")
+    print("".join(shown(h) + "\n" for h in heads) + markdown(table) + both, end="")
     print("wrote " + ", ".join(shown(p) for p in files))
     return 0

@@ -94,6 +94,34 @@ def split_bind(spec: str) -> tuple[str, str]:
     return src, dst or src
 
 
+# Where each per-user kernel cache a torch job writes goes (under one node-local folder per job): Inductor's
+# and Triton's (torch.compile), and the GPU stack's own JIT caches.
+KERNEL_CACHES = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
+STACK_CACHES = {"rocm": {"MIOPEN_USER_DB_PATH": "miopen", "MIOPEN_CUSTOM_CACHE_DIR": "miopen"},
+                "cuda": {"CUDA_CACHE_PATH": "cuda"}}
+
+
+def kernel_cache_env(site: Site, root: str) -> dict[str, str]:
+    """The kernel caches' variables of `site`'s GPU stack, each a folder under `root` (each library makes
+    its folder when it first writes)."""
+    return {k: f"{root}/{v}" for k, v in {**KERNEL_CACHES, **STACK_CACHES.get(site.gpu.stack, {})}.items()}
+
+
+def cache_binds(site: Site, runtime: str) -> tuple[str, ...]:
+    """What a container must mount to see the node-local folder of the kernel caches: nothing where the
+    runtime shares the host's /tmp and that is the folder, nor where the site mounts it in every run."""
+    tmp = site.host.local_tmp
+    if PLATFORMS[runtime].shares_tmp and tmp == "/tmp" or any(split_bind(b)[0] == tmp for b in site.container.binds):
+        return ()
+    return (tmp,)
+
+
+def oci_volume(spec: str) -> str:
+    """A bind as podman's/docker's `-v` takes it: SRC alone there is an anonymous volume at SRC, not the host's
+    folder, so SRC becomes SRC:SRC."""
+    return spec if ":" in spec else f"{spec}:{spec}"
+
+
 def site_binds(site: Site, opts: Options) -> tuple[str, ...]:
     """The bind-mode paths, then the paths mounted in every run; extras from `opts` are not included."""
     binds = (site.container.bind.paths if opts.mode == "bind" else ()) + site.container.binds
@@ -198,7 +226,7 @@ def podman_hpc(site: Site, image: str, command: Sequence[str], opts: Options) ->
         argv += _devices("podman-hpc", site)
     argv += _gpu("podman-hpc", site, opts)
     for b in (*site.container.binds, *opts.binds):
-        argv += ["-v", b]
+        argv += ["-v", oci_volume(b)]
     argv += [f"--env={k}={v}" for k, v in container_env(site, opts, bind_env=False).items()]
     return Command((*argv, image, *command))
 
@@ -284,7 +312,7 @@ def oci(site: Site, image: str, command: Sequence[str], opts: Options, name: str
     argv += _gpu(name, site, opts)
     argv += _devices(name, site)
     for b in dict.fromkeys(binds):
-        argv += ["-v", b]
+        argv += ["-v", oci_volume(b)]
     for lib in libraries(site, opts):
         argv += ["-v", f"{lib}:{lib}:ro"]
     argv += [f"--env={k}={v}" for k, v in container_env(site, opts).items()]
@@ -341,6 +369,7 @@ class Platform:
     local_image: str = ""                             # the image form generator.images.convert makes from a local
                                                       # podman build (oci | directory | container); "" = needs --image
     local_env: Callable[[], Mapping[str, str]] = dict  # environment the locally made images need
+    shares_tmp: bool = False                          # the host's /tmp is the container's by default
 
 
 _SIF = "sif"
@@ -352,15 +381,16 @@ PLATFORMS: Mapping[str, Platform] = {p.name: p for p in (
              prepare="apptainer pull {image} oras://REGISTRY/{name}:TAG-sif  (or apptainer build {image} {recipe}.def)",
              probe=VersionProbe(key="apptainer --version", version=r"apptainer version (\S+)",
                                 also=("singularity --version",), preference=1),
-             gpu_flags={"amd": ("--rocm",), "nvidia": ("--nv",)}),
+             gpu_flags={"amd": ("--rocm",), "nvidia": ("--nv",)}, shares_tmp=True),     # its default binds: /tmp
     Platform(name="singularity", binary="singularity", build=singularity, image=_SIF,
              prepare="singularity pull {image} docker://REGISTRY/{name}:TAG  (or singularity build)",
              probe=VersionProbe(key="singularity --version", parser="singularity_version", preference=2),
-             gpu_flags={"amd": ("--rocm",), "nvidia": ("--nv",)}),
+             gpu_flags={"amd": ("--rocm",), "nvidia": ("--nv",)}, shares_tmp=True),
     Platform(name="charliecloud", binary="ch-run", build=charliecloud, image="directory",
              prepare="ch-convert REGISTRY/{name}:TAG {image}  (gen-recipe build makes it locally)",
              probe=VersionProbe(key="ch-run --version", version=_BARE_VERSION, preference=6),
-             gpu_setup={"nvidia": lambda image: ("ch-fromhost", "--nvidia", image)}, local_image="directory"),
+             gpu_setup={"nvidia": lambda image: ("ch-fromhost", "--nvidia", image)}, local_image="directory",
+             shares_tmp=True),                   # ch-run shares the host's /tmp unless --private-tmp
     Platform(name="udocker", binary="udocker", build=udocker, image="container",
              prepare="udocker pull REGISTRY/{name}:TAG && udocker create --name={image} REGISTRY/{name}:TAG",
              probe=VersionProbe(key="udocker --version", argv=("udocker", "--allow-root", "--version"),

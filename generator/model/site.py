@@ -101,6 +101,8 @@ class Host(Facts):
     internet: Internet = fact("no", "unknown", "can compute nodes reach the internet")
     proxy: str = fact("http://proxy.example.org:3128/", "", "HTTP(S) proxy for compute nodes", kind="url")
     modules: tuple[str, ...] = fact(("PrgEnv-gnu",), (), "modules loaded for bare and container runs alike", kind="module")
+    local_tmp: str = fact("/tmp", "/tmp", "a writable node-local folder on the compute nodes: jobs keep their kernel "
+                          "caches there (torch.compile's Inductor and Triton, MIOpen, CUDA's JIT cache)", kind="path")
     rank_binding: tuple[str, ...] = fact(("--cpus-per-task=7", "--gpus-per-task=1", "--gpu-bind=closest"), (),
                                        "srun options of the site's one-rank-per-GPU examples (cores, GPU binding); "
                                        "they replace --gpus-per-node on the srun line", kind="option")
@@ -278,6 +280,9 @@ class Software(Facts):
     torch_wheel: str = fact("wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "",
                           "torch wheel in the build context, bind-mounted (offline builds)", kind="relpath")
     mpi4py: Version = fact("4.0.1")
+    numpy: Version = fact("2.2.6", "2.2.6", "NumPy beside torch (the image's and the bare twin's): most applications' "
+                          "first import, torch.from_numpy; 2.2.x has wheels for Python 3.10 to 3.13. The build checks "
+                          "that torch takes it (torch.from_numpy)")
     transformers: Optional[Version] = fact("4.46.3", None)
     ollama: Optional[Version] = fact("0.7.0", None)
     osu: Version = fact("7.5")

@@ -67,6 +67,7 @@ class JobPlan:
     workload_argv: tuple[str, ...]
     recipe: catalog.Recipe
     policy: Policy
+    caches: bool = False            # the image has torch: its kernel caches go to a node-local folder per job
 
     @property
     def from_file(self) -> bool:
@@ -306,7 +307,25 @@ def plan_job(site: Site, job: Job) -> JobPlan:
     if job.bare:
         argv = recipe.local(argv)
     image = job.image or ("" if job.bare else default_image(site, recipe, rt))
-    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv, recipe, rules)
+    spec = recipe.python(site)
+    return JobPlan(site, job, rt, mode, gpus, tasks, image, argv, recipe, rules,
+                   caches=bool(spec is not None and getattr(spec, "torch_compile", False)))
+
+
+# The job's id in the kernel caches' folder, by batch system (no batch system: one folder per user).
+JOB_ID = {"slurm": "SLURM_JOB_ID", "pbs": "PBS_JOBID", "torque": "PBS_JOBID", "lsf": "LSB_JOBID"}
+CACHE_ROOT = "GEN_RECIPE_KERNEL_CACHE"
+
+
+def cache_root(site: Site) -> str:
+    """The node-local folder of one job's kernel caches (host variables expanded where the script runs)."""
+    job_id = JOB_ID.get(site.host.scheduler)
+    return f"{site.host.local_tmp}/gen-recipe-cache-${{USER}}" + (f"-${{{job_id}}}" if job_id else "")
+
+
+def cache_env(p: JobPlan) -> dict[str, str]:
+    """The kernel caches' variables, under the job's folder ($GEN_RECIPE_KERNEL_CACHE), when the image has torch."""
+    return runtimes.kernel_cache_env(p.site, f"${{{CACHE_ROOT}}}") if p.caches else {}
 
 
 def loads_host_mpi(site: Site, mode: str, bare: bool) -> bool:
@@ -332,7 +351,8 @@ def modules(p: JobPlan) -> list[tuple[str, ...]]:
 
 def container_command(p: JobPlan) -> runtimes.Command:
     opts = runtimes.Options(mode=p.mode, gpus=p.gpus, mpi=p.job.nodes * p.tasks > 1, ranks_per_node=p.tasks,
-                            allow_root=p.job.allow_root)
+                            allow_root=p.job.allow_root, env=cache_env(p),
+                            binds=runtimes.cache_binds(p.site, p.runtime) if p.caches else ())
     image = "${image}" if p.from_file else p.image
     return runtimes.command(p.site, image, p.workload_argv, opts, runtime=p.runtime)
 
@@ -359,7 +379,7 @@ def image_file_lines(p: JobPlan) -> list[str]:
 def bare_command(p: JobPlan) -> runtimes.Command:
     """The workload on the host, with the container's environment (see `runtimes.bare_env`) and the
     application's own (a user recipe's ENV)."""
-    return runtimes.Command(p.workload_argv, {**runtimes.bare_env(p.site, p.mode), **p.recipe.env})
+    return runtimes.Command(p.workload_argv, {**runtimes.bare_env(p.site, p.mode), **cache_env(p), **p.recipe.env})
 
 
 def _header(p: JobPlan) -> list[str]:
@@ -406,6 +426,11 @@ def script(site: Site, job: Job) -> str:
     if mods:
         out += ["", *(line(m) for m in mods)]
     cmd = bare_command(p) if job.bare else container_command(p)
+    if p.caches:
+        out += ["", comment("kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local "
+                            f"({site.host.local_tmp}), a folder per job, unless {CACHE_ROOT} names one"),
+                f'if [ -z "${{{CACHE_ROOT}:-}}" ]; then', f"    {CACHE_ROOT}={word(cache_root(site))}", "fi",
+                f"export {CACHE_ROOT}"]
     if cmd.env:
         out += ["", *(f"export {name(k)}={word(v)}" for k, v in cmd.env.items())]
     forward = list(cmd.env)

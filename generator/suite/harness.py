@@ -15,6 +15,7 @@ import filecmp
 import hashlib
 import json
 import os
+import pwd
 import random
 import select
 import shlex
@@ -194,7 +195,8 @@ def container_run(site: Site, runtime: str, image: str, argv: Sequence[str], opt
     """`argv` in `image` through the site's command builder for `runtime`, as run on this machine:
     host variables expanded, plus the environment the runtime's locally made images need."""
     cmd = runtimes.resolved(runtimes.command(site, image, argv, opts, runtime), os.environ)
-    env = {**os.environ, **cmd.env, **runtimes.PLATFORMS[runtime].local_env(), **extra_env}
+    user = {} if os.environ.get("USER") else {"USER": pwd.getpwuid(os.geteuid()).pw_name}   # ch-run needs it (a login sets it)
+    env = {**os.environ, **user, **cmd.env, **runtimes.PLATFORMS[runtime].local_env(), **extra_env}
     return Side(runtime, cmd.standalone(), env, cmd.setup)
 
 

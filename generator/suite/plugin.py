@@ -240,7 +240,8 @@ def session_placement(config: pytest.Config) -> Placement:
 
 
 # Modules that measure the built-in workloads: not run when --recipe asks for the user's application only.
-BUILTIN_MEASUREMENTS = ("test_overhead.py", "test_mpi.py", "test_startup.py", "test_controls.py", "test_busy.py")
+BUILTIN_MEASUREMENTS = ("test_overhead.py", "test_compiled.py", "test_mpi.py", "test_startup.py", "test_controls.py",
+                        "test_busy.py")
 
 
 # Modules that measure on this node (--launch=direct) and through the scheduler (--launch=scheduler).

@@ -142,6 +142,39 @@ def markdown(table: list[Result]) -> str:
     return "\n".join(lines) + "\n"
 
 
+COMPILED = "throughput-compiled"      # the metric of the compiled variant (suites/test_compiled.py)
+
+
+def _cold(r: Result) -> str:
+    cold = r.extra.get("cold_start_s")
+    if not (isinstance(cold, list) and len(cold) == 2 and all(isinstance(x, (int, float)) and math.isfinite(x)
+                                                             and 0 <= x <= MAX_VALUE for x in cold)):
+        return "-"
+    return f"{_num(cold[0])} s / {_num(cold[1])} s"
+
+
+def compiled_markdown(table: list[Result]) -> str:
+    """Eager and compiled side by side, where the results have both for a workload and runtime: each one's
+    container/bare ratio with its interval, what compiling gains on each side (compiled / eager speed,
+    medians) and the cold start with an empty kernel cache (bare / container). Empty when there is none."""
+    eager = {(r.site, r.workload, r.runtime): r for r in table if r.metric == "throughput"}
+    lines = []
+    for r in table:
+        e = eager.get((r.site, r.workload, r.runtime)) if r.metric == COMPILED else None
+        if e is None:
+            continue
+        gain = [(_median(c) / _median(b)) if _median(c) and _median(b) else None
+                for b, c in ((e.bare, r.bare), (e.container, r.container))]
+        strings = " | ".join(cell(v) for v in (r.site, r.workload, r.runtime))
+        lines.append(f"| {strings} | {e.ratio:.3f} ({e.low:.3f}–{e.high:.3f}) {e.verdict} | {r.ratio:.3f} "
+                     f"({r.low:.3f}–{r.high:.3f}) {r.verdict} | {_num(gain[0])}× | {_num(gain[1])}× | {_cold(r)} |")
+    if not lines:
+        return ""
+    return ("| site | workload | runtime | eager: container/bare | compiled: container/bare | compiled/eager bare | "
+            "compiled/eager container | cold compile start bare / container |\n|---|---|---|---|---|---|---|---|\n"
+            + "\n".join(lines) + "\n")
+
+
 def _png(fig) -> bytes:
     """The figure as PNG bytes (written with the report as one set by the caller)."""
     buf = io.BytesIO()

@@ -54,6 +54,12 @@ def of(estimate, verdict, **kw) -> Result:
                   verdict=verdict.outcome, message=verdict.message, **kw)
 
 
+def of_pairs(verdict, pairs, **kw) -> Result:
+    """A Result of a paired comparison: its verdict's estimate and outcome, and each side's per-process speeds."""
+    return of(verdict.estimate, verdict, bare=tuple(p.bare.speed() for p in pairs),
+              container=tuple(p.container.speed() for p in pairs), **kw)
+
+
 def record(benchmark, results: Sequence[Result]) -> None:
     """Store `results` in the benchmark's extra_info (the one place tests write it)."""
     if benchmark is not None:

@@ -5,6 +5,7 @@ executed, and `pytest suites/ --site=local --recipe ...` giving a verdict for it
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -49,6 +50,21 @@ def test_app_image_runs_with_every_local_runtime(app_image, local_site, run_env,
     env = run(runtimes.command(local_site, image, ("python3", "-c", "import os, tqdm; print(os.environ['OMP_NUM_THREADS'], "
                                                    "tqdm.__version__)"), opts, runtime), run_env)
     assert env.stdout.split()[-2:] == ["1", "4.67.1"], env.stdout + env.stderr[-500:]
+
+
+def test_app_image_compiles_with_torch(app_image, local_site, run_env, tmp_path):
+    """An app on the pytorch base carries what torch.compile needs: a compiled function runs in it (podman, as
+    the image's user), its kernels in the cache folder given."""
+    caches = runtimes.kernel_cache_env(local_site, "/tmp/kernels")
+    code = ("import numpy, torch; f = torch.compile(lambda x: x.cos() * 3); x = torch.from_numpy(numpy.ones(4)); "
+            "print('compiled', f(x).sum().item())")
+    tmp_path.chmod(0o1777)                   # the image's user writes there, as in a node's /tmp
+    r = subprocess.run(["podman", "run", "--rm", "-v", f"{tmp_path}:/tmp", *(f"--env={k}={v}" for k, v in caches.items()),
+                        app_image, "python3", "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    word, value = r.stdout.split()[-2:]
+    assert word == "compiled" and abs(float(value) - 12 * math.cos(1)) < 1e-6, r.stdout
+    assert any((tmp_path / "kernels" / "inductor").rglob("*.so"))
 
 
 def test_app_launch_script_runs(app_image, tmp_path, run_env):

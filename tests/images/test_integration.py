@@ -113,6 +113,41 @@ def test_charliecloud_runs_the_pulled_image(ch_image, local_site, run_env):
     assert last_json(smoke.stdout)["python"].startswith("3.11")
 
 
+COMPILED = ("python3", "-m", "workloads.mnist", "--compile", "--steps", "1", "--batch-size", "8", "--warmup", "1",
+            "--threads", "1", "--limit-samples", "64")
+
+
+def test_torch_compile_runs_in_the_read_only_image(ch_image, local_site, run_env, tmp_path):
+    """A compiled model in the Charliecloud image (a read-only directory), as the non-root user: Inductor builds
+    its C++ kernels with the image's compiler and keeps them in the job's cache folder outside the image."""
+    caches = runtimes.kernel_cache_env(local_site, str(tmp_path / "kernels"))
+    opts = runtimes.Options(env={**caches, "TMPDIR": str(tmp_path)})
+    out = run(runtimes.command(local_site, ch_image, COMPILED, opts, "charliecloud"), run_env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = last_json(out.stdout)
+    assert record["compiled"] is True and record["value"] > 0
+    assert any((tmp_path / "kernels" / "inductor").rglob("*.so")), "no compiled kernel in the cache folder"
+    numpy = run(runtimes.command(local_site, ch_image, ("python3", "-c", "import numpy, torch; "
+                                                        "print(numpy.__version__, torch.from_numpy(numpy.ones(3)).sum().item())")),
+                run_env)
+    assert numpy.returncode == 0 and numpy.stdout.split()[-2:] == [local_site.software.numpy, "3.0"], numpy.stderr[-500:]
+
+
+def test_the_compile_check_fails_without_the_compiler(local_build):
+    """The runtime stage's compile check (blocks.libcheck.compile_commands, a build step) in the built image
+    with its C++ compiler taken away: it fails, naming the compiler, as the build would."""
+    from generator.recipe.blocks.libcheck import compile_commands
+    script = " && ".join(compile_commands())
+    for what, prefix in (("with", ""), ("without", "rm -f /usr/bin/g++* /usr/bin/c++ /usr/bin/x86_64-linux-gnu-g++* && ")):
+        r = subprocess.run(["podman", "run", "--rm", "--user", "0", "--entrypoint", "sh", local_build.ref, "-c",
+                            prefix + script], capture_output=True, text=True, timeout=600)
+        if what == "with":
+            assert r.returncode == 0 and "torch.compile and NumPy work" in r.stdout, r.stderr[-2000:]
+        else:
+            assert r.returncode != 0, r.stdout[-1000:]
+            assert "C++ compiler" in r.stderr or "InvalidCxxCompiler" in r.stderr, r.stderr[-2000:]
+
+
 def test_launch_scripts_hybrid_mpi_and_bare_twin(ch_image, run_env, tmp_path):
     """The local launch script (mpirun, 2 ranks, ch-run --join) and its bare twin both train DDP."""
     records = {}

@@ -52,6 +52,28 @@ def test_markdown_table():
     assert "| local | cnn | charliecloud | hybrid | throughput | 10 | 9.8 | 0.970 | 0.940–1.000 | 12 | pass |" in md
 
 
+def test_eager_and_compiled_side_by_side(tmp_path):
+    """Where a workload and runtime have both an eager and a compiled comparison, the report puts them in one
+    row: each ratio, what compiling gains per side, the cold start; nothing where there is no pair."""
+    compiled = Result(**{**OVERHEAD.as_dict(), "metric": "throughput-compiled", "ratio": 0.95, "low": 0.9, "high": 1.01,
+                         "bare": (20.0, 22.0, 18.0), "container": (19.6, 21.0, 17.8),
+                         "extra": {"compiled": True, "cold_start_s": [31.5, 33.0]}})
+    md = report.compiled_markdown([OVERHEAD, compiled, LATENCY])
+    assert md.splitlines()[0].startswith("| site | workload | runtime | eager: container/bare | compiled: container/bare")
+    assert ("| local | cnn | charliecloud | 0.970 (0.940–1.000) pass | 0.950 (0.900–1.010) pass | 2× | 2× | "
+            "31.5 s / 33 s |") in md
+    assert report.compiled_markdown([OVERHEAD, LATENCY]) == ""
+    pytest.importorskip("matplotlib")
+    src = tmp_path / "results.json"
+    doc = results()
+    doc["benchmarks"].append({"name": "test_compiled_overhead[cnn-compiled-charliecloud]",
+                              "extra_info": {KEY: [compiled.as_dict()]}})
+    src.write_text(json.dumps(doc))
+    r = run_cli("report", str(src), "--out", str(tmp_path / "out"), "--no-plots")
+    assert r.code == 0, r.err
+    assert "## Eager and compiled (torch.compile)" in (tmp_path / "out" / "report.md").read_text()
+
+
 def test_cli_writes_table_and_plots(tmp_path):
     pytest.importorskip("matplotlib")
     src = tmp_path / "results.json"

@@ -84,15 +84,18 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
     app, app_wheels: an application's pins and wheel files (paths app/... in the build context), installed
         in a layer of their own after the rest.
     system_site_packages: see the distro's Python packages (distro mpi4py).
+    torch_compile: torch is among them (two_stage then gives the runtime stage a compiler, Python's headers
+        and the compile check).
     ca_secret: give pip the build host's CA bundle as a BuildKit secret `ca`.
     """
 
     def __init__(self, *, requirements: Sequence[str] = (), index_packages: Sequence[tuple[str, Sequence[str]]] = (),
                  wheels: Sequence[str] = (), mpi4py: tuple[str, str] | None = None,
                  system_site_packages: bool = False, ca_secret: bool = False, python: str = "python3",
-                 app: Sequence[str] = (), app_wheels: Sequence[str] = ()) -> None:
+                 app: Sequence[str] = (), app_wheels: Sequence[str] = (), torch_compile: bool = False) -> None:
         super().__init__()
         self.__python = python
+        self.torch_compile = torch_compile       # torch is in it: two_stage adds what compiling needs at run time
         pip = f"{VENV}/bin/pip --no-cache-dir install"
         mounts, env = [], ""
         if ca_secret and docker():

@@ -6,6 +6,9 @@ forgot, or that the smaller base lacks, would show only when a job starts on the
 runs `ldd` over every shared object and program the blocks installed and fails the build, naming
 the file and the library, when one is not found. The host's GPU driver libraries are the exception:
 the runtime mounts them in at run time (`--nv`, the NVIDIA container hook), so no image has them.
+
+An image with torch gets a second check (`compile_check`): torch.compile of a small function on the CPU
+(Inductor's C++ backend needs a compiler and Python's headers at run time) and NumPy through torch.
 """
 
 from __future__ import annotations
@@ -64,3 +67,34 @@ class library_check(bb_base):  # noqa: N801 - hpccm naming
 
 
 library_check = lint_clean(library_check)
+
+# A real torch.compile on the CPU (Inductor's C++ backend: the compiler and Python's headers), NumPy through
+# torch.from_numpy (torch without NumPy only warns at import); the caches it writes go with the step.
+COMPILE_PROBE = ("import numpy, torch; "
+                 "f = torch.compile(lambda x: torch.sin(x) + 2 * x); x = torch.arange(8.0); "
+                 "assert torch.allclose(f(x), torch.sin(x) + 2 * x); "
+                 "assert torch.from_numpy(numpy.ones(2)).sum().item() == 2.0; "
+                 "print('torch.compile and NumPy work:', torch.__version__, numpy.__version__)")
+COMPILE_WORK = "/var/tmp/gen-recipe-compile"
+
+
+def compile_commands(work: str = COMPILE_WORK, python: str = "python3") -> list[str]:
+    """POSIX sh commands that compile a small function with torch.compile and use NumPy through torch, and
+    fail when either does not work (pure: a test runs them in a built image)."""
+    # TMPDIR too: Inductor keeps its precompiled headers under tempfile.gettempdir(), whatever its cache dir
+    return [f"mkdir -p {work}",
+            f"TORCHINDUCTOR_CACHE_DIR={work}/inductor TRITON_CACHE_DIR={work}/triton HOME={work} TMPDIR={work} "
+            f"{python} -c \"{COMPILE_PROBE}\"",
+            f"rm -rf {work}"]
+
+
+class compile_check(bb_base):  # noqa: N801 - hpccm naming
+    """The runtime stage's check that torch.compile and NumPy work in it (a build step after library_check)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self += comment("torch.compile works here (a C++ compiler, Python's headers) and NumPy with torch")
+        self += shell(commands=compile_commands())
+
+
+compile_check = lint_clean(compile_check)

@@ -13,7 +13,7 @@ from generator import __version__
 from generator.recipe.plan import Plan
 from generator.model.site import Site
 from generator.recipe.blocks import fabric, mpi
-from generator.recipe.blocks.libcheck import library_check
+from generator.recipe.blocks.libcheck import compile_check, library_check
 from generator.recipe.blocks.rocm import rocm_runtime
 from generator.recipe.blocks.clean import baseimage
 from generator.recipe.blocks.common import finish, ospackages, payload, python_env
@@ -30,6 +30,9 @@ COMPILE_PACKAGES = ("build-essential", "python3-dev")
 # Blocks whose output only the build needs (KNEM: headers UCX compiles against).
 BUILD_ONLY = ("knem",)
 RUNTIME_PACKAGES = ("ca-certificates", "python3")
+# What torch.compile needs at run time beside torch's own wheels (and Triton's, on GPU stacks): a C++ compiler
+# for Inductor's CPU kernels (and the C compiler Triton builds its launchers with) and Python's headers.
+COMPILE_RUNTIME_PACKAGES = ("g++", "python3-dev")
 
 
 def _distro(site: Site) -> str:
@@ -112,6 +115,7 @@ class PythonSpec:
     system_site_packages: bool                                # the distro's mpi4py (distro MPI)
     app: tuple[str, ...] = ()                                 # an application's own pins: a layer of their own
     app_wheels: tuple[str, ...] = ()                          # ... and wheel files (app/<path> in the build context)
+    torch_compile: bool = False                               # torch is there: the runtime stage can compile (two_stage)
 
 
 def python_spec(site: Site, p: Plan, extra: Sequence[str] = (), *, torch: bool = True, mpi4py: bool = True,
@@ -123,17 +127,17 @@ def python_spec(site: Site, p: Plan, extra: Sequence[str] = (), *, torch: bool =
     return PythonSpec(
         index_packages=((p.torch_index, (f"torch=={sw.torch}",)),) if torch and not wheel else (),
         wheels=(wheel,) if wheel else (),
-        requirements=tuple(extra),
+        requirements=(*((f"numpy=={sw.numpy}",) if torch else ()), *extra),
         mpi4py=(str(sw.mpi4py), mpicc(p)) if mpi4py and p.mpi4py == "source" else None,
         system_site_packages=mpi4py and p.mpi4py == "distro",
-        app=tuple(app), app_wheels=tuple(f"app/{w}" for w in app_wheels))
+        app=tuple(app), app_wheels=tuple(f"app/{w}" for w in app_wheels), torch_compile=torch)
 
 
 def python_blocks(site: Site, spec: PythonSpec) -> python_env:
     """The image's virtual environment holding `spec` (see `python_spec`)."""
     return python_env(index_packages=spec.index_packages, wheels=spec.wheels, requirements=spec.requirements,
                       mpi4py=spec.mpi4py, system_site_packages=spec.system_site_packages, app=spec.app,
-                      app_wheels=spec.app_wheels,
+                      app_wheels=spec.app_wheels, torch_compile=spec.torch_compile,
                       ca_secret=site.software.pip_cert_secret, python=site.software.python)
 
 
@@ -149,9 +153,12 @@ def two_stage(site: Site, recipe: str, p: Plan, build: Sequence, keep: Sequence,
     the runtime stage needs the distro's mpi4py (default: when the plan takes it from the distro);
     `env`, `workdir`, `app_labels`: an application's (see `finish`).
     """
+    compiles = any(getattr(b, "torch_compile", False) for b in keep)     # torch is in the image: it can compile
     devel = hpccm.Stage(name="devel")
     devel += base(site, "devel", "devel")
-    devel += ospackages(packages=sorted({*DEVEL_PACKAGES, *(COMPILE_PACKAGES if p.compiles else ()), *build_packages}))
+    # the build stage is a single-stage image too (--target devel): what runs compiled torch, as the runtime stage
+    devel += ospackages(packages=sorted({*DEVEL_PACKAGES, *(COMPILE_PACKAGES if p.compiles else ()), *build_packages,
+                                         *(COMPILE_RUNTIME_PACKAGES if compiles else ())}))
     for block in [*build, *keep]:
         devel += block
     if p.rocm_runtime:
@@ -160,13 +167,16 @@ def two_stage(site: Site, recipe: str, p: Plan, build: Sequence, keep: Sequence,
     rt = hpccm.Stage(name="runtime")
     rt += base(site, "runtime", "runtime")
     distro_py = ["python3-mpi4py"] if (p.mpi4py == "distro" if distro_mpi4py is None else distro_mpi4py) else []
-    rt += ospackages(packages=sorted({*RUNTIME_PACKAGES, *runtime_packages, *distro_py}),
+    rt += ospackages(packages=sorted({*RUNTIME_PACKAGES, *runtime_packages, *distro_py,
+                                      *(COMPILE_RUNTIME_PACKAGES if compiles else ())}),
                      pins=site.software.distro_pins)
     rt += devel.runtime(_from="devel", exclude=list(BUILD_ONLY))
     for block in runtime_extra:
         rt += block
     rt += library_check(scan=("/usr/local", "/opt/rocm") if p.rocm_runtime else ("/usr/local",),
                         dlopen=("libcudart.so",) if p.gpu_memory == "cuda" and p.libfabric else ())
+    if compiles:
+        rt += compile_check()
     rt += finish(labels={"org.opencontainers.image.title": f"{recipe}-{site.name}",
                          "io.github.gen-recipe.site": site.name, "io.github.gen-recipe.recipe": recipe,
                          "io.github.gen-recipe.version": __version__,

@@ -12,6 +12,7 @@ RUN apt-get update -y && \
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         build-essential \
         ca-certificates \
+        g++ \
         python3 \
         python3-dev \
         python3-venv \
@@ -119,7 +120,7 @@ ENV PATH=/usr/local/openmpi/bin:$PATH
 # Python environment (/opt/venv)
 RUN python3 -m venv /opt/venv && \
     /opt/venv/bin/pip --no-cache-dir install --index-url https://download.pytorch.org/whl/cu126 torch==2.6.0 && \
-    /opt/venv/bin/pip --no-cache-dir install transformers==4.46.3 && \
+    /opt/venv/bin/pip --no-cache-dir install numpy==2.2.6 transformers==4.46.3 && \
     MPICC=/usr/local/openmpi/bin/mpicc /opt/venv/bin/pip --no-cache-dir install --no-binary=mpi4py mpi4py==4.0.1
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
@@ -149,7 +150,9 @@ FROM nvidia/cuda:12.6.3-base-ubuntu22.04 AS runtime
 RUN apt-get update -y && \
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         ca-certificates \
-        python3 && \
+        g++ \
+        python3 \
+        python3-dev && \
     rm -rf /var/lib/apt/lists/*
 
 # InfiniBand verbs (rdma-core from the distribution)
@@ -214,6 +217,12 @@ RUN find /usr/local -path '/usr/local/ollama' -prune -o -path '/usr/local/cuda' 
     xargs -r ldd /dev/null < /var/tmp/gen-recipe-ldd.files > /var/tmp/gen-recipe-ldd.txt 2> /dev/null || true && \
     awk -v ok='^(libcuda\\.so\\.1|libnvidia-ml\\.so\\.1)$' '/^\/.*:$/ { f = substr($0, 1, length($0) - 1) } ($2 == "=>" && $3 == "not" && $1 !~ ok) { print "not in the image: " $1 ", needed by " f; bad = 1 } END { exit bad }' /var/tmp/gen-recipe-ldd.txt && \
     rm -f /var/tmp/gen-recipe-ldd.files /var/tmp/gen-recipe-ldd.txt /var/tmp/gen-recipe-ldd.cache
+
+# torch.compile works here (a C++ compiler, Python's headers) and
+# NumPy with torch
+RUN mkdir -p /var/tmp/gen-recipe-compile && \
+    TORCHINDUCTOR_CACHE_DIR=/var/tmp/gen-recipe-compile/inductor TRITON_CACHE_DIR=/var/tmp/gen-recipe-compile/triton HOME=/var/tmp/gen-recipe-compile TMPDIR=/var/tmp/gen-recipe-compile python3 -c "import numpy, torch; f = torch.compile(lambda x: torch.sin(x) + 2 * x); x = torch.arange(8.0); assert torch.allclose(f(x), torch.sin(x) + 2 * x); assert torch.from_numpy(numpy.ones(2)).sum().item() == 2.0; print('torch.compile and NumPy work:', torch.__version__, numpy.__version__)" && \
+    rm -rf /var/tmp/gen-recipe-compile
 
 RUN useradd --create-home --uid 10001 --user-group app
 LABEL io.github.gen-recipe.mpi-mode=hybrid \

@@ -11,13 +11,22 @@
 # Image: the engine imports registry.example.org/gen-recipe/pytorch-alps:0.1.0 when the job starts (enroot import for a squashfs)
 set -euo pipefail
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 mkdir -p "${HOME:-}/.edf"
 cat > "${HOME:-}/.edf/pytorch-alps-0.1.0.toml" <<'EOF'
 image = "registry.example.org#gen-recipe/pytorch-alps:0.1.0"
-mounts = ["${SCRATCH}:${SCRATCH}"]
+mounts = ["${SCRATCH}:${SCRATCH}", "/tmp:/tmp"]
 
 [env]
 MPIR_CVAR_CH4_OFI_ENABLE_HMEM = "1"
+TORCHINDUCTOR_CACHE_DIR = "${GEN_RECIPE_KERNEL_CACHE}/inductor"
+TRITON_CACHE_DIR = "${GEN_RECIPE_KERNEL_CACHE}/triton"
+CUDA_CACHE_PATH = "${GEN_RECIPE_KERNEL_CACHE}/cuda"
 
 [annotations]
 "com.hooks.cxi.enabled" = "true"

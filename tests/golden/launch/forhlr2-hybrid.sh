@@ -10,8 +10,14 @@
 # Image: udocker pull REGISTRY/pytorch-forhlr2:TAG && udocker create --name=pytorch-forhlr2 REGISTRY/pytorch-forhlr2:TAG
 set -euo pipefail
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 udocker setup --execmode=P1 pytorch-forhlr2
 udocker setup --nvidia pytorch-forhlr2
 
-mpirun -np 8 --map-by ppr:4:node udocker run --nobanner --hostenv --hostauth "--user=${USER:-}" -v /tmp pytorch-forhlr2 python3 -m workloads.cnn \
+mpirun -np 8 --map-by ppr:4:node udocker run --nobanner --hostenv --hostauth "--user=${USER:-}" -v /tmp "--env=TORCHINDUCTOR_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/inductor" "--env=TRITON_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/triton" "--env=CUDA_CACHE_PATH=${GEN_RECIPE_KERNEL_CACHE:-}/cuda" pytorch-forhlr2 python3 -m workloads.cnn \
     --mode ddp

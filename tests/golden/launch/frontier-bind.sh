@@ -17,6 +17,12 @@ set -euo pipefail
 module load PrgEnv-gnu cpe/24.11 rocm/6.2.4 craype-accel-amd-gfx90a
 module load cray-mpich-abi/8.1.31
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 export APPTAINER_BINDPATH="/usr/share/libdrm,/var/spool/slurmd,/opt/cray,${PWD:-}"
 export APPTAINER_CONTAINLIBS=/usr/lib64/libcxi.so.1,/usr/lib64/libjson-c.so.5,/lib64/libtinfo.so.6,/usr/lib64/libnl-3.so.200,/usr/lib64/libgfortran.so.5,/usr/lib64/libjansson.so.4,/usr/lib64/libxpmem.so.0
 export APPTAINERENV_NCCL_CROSS_NIC=1
@@ -35,6 +41,10 @@ export APPTAINERENV_FI_CXI_RX_MATCH_MODE=hybrid
 export APPTAINERENV_LD_LIBRARY_PATH="${CRAY_MPICH_ROOTDIR:-}/gtl/lib:/opt/rocm/lib:/opt/rocm/lib64:${CRAY_LD_LIBRARY_PATH:-}:${LD_LIBRARY_PATH:-}:/opt/cray/pe/lib64"
 export APPTAINERENV_LD_PRELOAD="${CRAY_MPICH_ROOTDIR:-}/gtl/lib/libmpi_gtl_hsa.so.0"
 export APPTAINERENV_MPICH_GPU_SUPPORT_ENABLED=1
+export APPTAINERENV_TORCHINDUCTOR_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/inductor"
+export APPTAINERENV_TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"
+export APPTAINERENV_MIOPEN_USER_DB_PATH="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
+export APPTAINERENV_MIOPEN_CUSTOM_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
 
 srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 --gpus-per-task=1 --gpu-bind=closest --mpi=pmi2 apptainer exec \
     --rocm pytorch-frontier.sif python3 -m workloads.cnn --mode ddp

@@ -16,6 +16,12 @@ set -euo pipefail
 module load PrgEnv-gnu cpe/24.11 rocm/6.2.4 craype-accel-amd-gfx90a
 module load cray-mpich-abi/8.1.31
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 export NCCL_CROSS_NIC=1
 export NCCL_NET_GDR_LEVEL=PHB
 export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3
@@ -29,6 +35,10 @@ export FI_CXI_RDZV_THRESHOLD=0
 export FI_CXI_RDZV_GET_MIN=0
 export FI_CXI_DEFAULT_TX_SIZE=2048
 export FI_CXI_RX_MATCH_MODE=hybrid
+export TORCHINDUCTOR_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/inductor"
+export TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"
+export MIOPEN_USER_DB_PATH="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
+export MIOPEN_CUSTOM_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
 
 # the workloads package, as the image carries it in /opt/workloads
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"

@@ -12,5 +12,15 @@
 # Image: singularity pull pytorch-galileo.sif docker://REGISTRY/pytorch-galileo:TAG  (or singularity build)
 set -euo pipefail
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
+export SINGULARITYENV_TORCHINDUCTOR_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/inductor"
+export SINGULARITYENV_TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"
+export SINGULARITYENV_CUDA_CACHE_PATH="${GEN_RECIPE_KERNEL_CACHE:-}/cuda"
+
 srun --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix singularity exec --nv pytorch-galileo.sif python3 -m workloads.cnn \
     --mode ddp

@@ -8,8 +8,19 @@
 set -euo pipefail
 cd "${PBS_O_WORKDIR}"
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${PBS_JOBID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
+export TORCHINDUCTOR_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/inductor"
+export TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"
+export CUDA_CACHE_PATH="${GEN_RECIPE_KERNEL_CACHE:-}/cuda"
+
 # the workloads package, as the image carries it in /opt/workloads
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 
-mpirun -np 2 --map-by ppr:1:node -x PYTHONPATH python3 -m workloads.cnn --mode ddp
+mpirun -np 2 --map-by ppr:1:node -x TORCHINDUCTOR_CACHE_DIR -x TRITON_CACHE_DIR -x CUDA_CACHE_PATH -x PYTHONPATH python3 -m workloads.cnn \
+    --mode ddp

@@ -9,5 +9,15 @@
 set -euo pipefail
 cd "${PBS_O_WORKDIR}"
 
-mpirun -np 2 --map-by ppr:1:node singularity exec --nv pytorch-hlrs.sif python3 -m workloads.cnn \
-    --mode ddp
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${PBS_JOBID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
+export SINGULARITYENV_TORCHINDUCTOR_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/inductor"
+export SINGULARITYENV_TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"
+export SINGULARITYENV_CUDA_CACHE_PATH="${GEN_RECIPE_KERNEL_CACHE:-}/cuda"
+
+mpirun -np 2 --map-by ppr:1:node -x SINGULARITYENV_TORCHINDUCTOR_CACHE_DIR -x SINGULARITYENV_TRITON_CACHE_DIR -x SINGULARITYENV_CUDA_CACHE_PATH singularity exec \
+    --nv pytorch-hlrs.sif python3 -m workloads.cnn --mode ddp

@@ -10,8 +10,14 @@
 # Image: udocker pull REGISTRY/pytorch-ifca:TAG && udocker create --name=pytorch-ifca REGISTRY/pytorch-ifca:TAG
 set -euo pipefail
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 udocker setup --execmode=P1 pytorch-ifca
 udocker setup --nvidia pytorch-ifca
 
-mpirun -np 8 --map-by ppr:4:node udocker run --nobanner --hostenv --hostauth "--user=${USER:-}" -v /tmp pytorch-ifca python3 -m workloads.cnn \
+mpirun -np 8 --map-by ppr:4:node udocker run --nobanner --hostenv --hostauth "--user=${USER:-}" -v /tmp "--env=TORCHINDUCTOR_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/inductor" "--env=TRITON_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/triton" "--env=CUDA_CACHE_PATH=${GEN_RECIPE_KERNEL_CACHE:-}/cuda" pytorch-ifca python3 -m workloads.cnn \
     --mode ddp

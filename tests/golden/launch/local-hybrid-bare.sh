@@ -4,11 +4,19 @@
 # bare run: the host's python3 (with torch and mpi4py), twin of the charliecloud hybrid-mode run
 set -euo pipefail
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export TORCHINDUCTOR_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/inductor"
+export TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"
 
 # the workloads package, as the image carries it in /opt/workloads
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"
 export PYTHONPATH="${GEN_RECIPE_WORKLOADS}${PYTHONPATH:+:${PYTHONPATH}}"
 
-mpirun -np 2 --map-by ppr:2:node -x OMPI_MCA_btl_vader_single_copy_mechanism -x PYTHONPATH python3 -m workloads.cnn \
+mpirun -np 2 --map-by ppr:2:node -x OMPI_MCA_btl_vader_single_copy_mechanism -x TORCHINDUCTOR_CACHE_DIR -x TRITON_CACHE_DIR -x PYTHONPATH python3 -m workloads.cnn \
     --mode ddp

@@ -5,6 +5,12 @@
 # Image: ch-convert REGISTRY/pytorch-local:TAG pytorch-local.sqfs  (gen-recipe build makes it locally)
 set -euo pipefail
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 mpirun -np 2 --map-by ppr:2:node ch-run --set-env \
-    --set-env=OMPI_MCA_btl_vader_single_copy_mechanism=none --join --join-ct=2 pytorch-local.sqfs -- python3 -m workloads.cnn \
-    --mode ddp
+    --set-env=OMPI_MCA_btl_vader_single_copy_mechanism=none "--set-env=TORCHINDUCTOR_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/inductor" "--set-env=TRITON_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/triton" \
+    --join --join-ct=2 pytorch-local.sqfs -- python3 -m workloads.cnn --mode ddp

@@ -10,6 +10,12 @@
 # Image: ch-convert REGISTRY/pytorch-local-slurm:TAG pytorch-local-slurm.sqfs  (gen-recipe build makes it locally)
 set -euo pipefail
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 srun --nodes=2 --ntasks-per-node=1 --mpi=pmix ch-run --set-env \
-    --set-env=OMPI_MCA_btl_vader_single_copy_mechanism=none --set-env=PMIX_MCA_gds=hash --join \
-    --join-ct=1 pytorch-local-slurm.sqfs -- python3 -m workloads.cnn --mode ddp
+    --set-env=OMPI_MCA_btl_vader_single_copy_mechanism=none --set-env=PMIX_MCA_gds=hash "--set-env=TORCHINDUCTOR_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/inductor" "--set-env=TRITON_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/triton" \
+    --join --join-ct=1 pytorch-local-slurm.sqfs -- python3 -m workloads.cnn --mode ddp

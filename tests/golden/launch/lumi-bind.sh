@@ -16,6 +16,12 @@ set -euo pipefail
 module load LUMI partition/G
 module load cray-mpich-abi/8.1.29
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 export SINGULARITY_BINDPATH=/opt/cray,/var/spool,/etc/host.conf,/etc/hosts,/etc/nsswitch.conf,/etc/resolv.conf,/etc/ssl/openssl.cnf,/opt/rocm-6.0.3/lib/libhsa-runtime64.so,/usr/lib64/libatomic.so.1,/usr/lib64/libbrotlicommon.so.1,/usr/lib64/libbrotlidec.so.1,/usr/lib64/libcrypto.so.1.1,/usr/lib64/libcurl.so.4,/usr/lib64/libcxi.so.1,/usr/lib64/libdrm_amdgpu.so.1,/usr/lib64/libdrm.so.2,/usr/lib64/libelf.so.1,/opt/cray/pe/gcc-libs/libgcc_s.so.1:/usr/lib64/libgcc_s.so.1,/opt/cray/pe/gcc-libs/libgfortran.so.5:/usr/lib64/libgfortran.so.5,/usr/lib64/libgssapi_krb5.so.2,/usr/lib64/libidn2.so.0,/usr/lib64/libjansson.so.4,/usr/lib64/libjitterentropy.so.3,/usr/lib64/libjson-c.so.3,/usr/lib64/libk5crypto.so.3,/usr/lib64/libkeyutils.so.1,/usr/lib64/libkrb5.so.3,/usr/lib64/libkrb5support.so.0,/usr/lib64/liblber-2.4.so.2,/usr/lib64/libldap_r-2.4.so.2,/usr/lib64/liblnetconfig.so.4,/usr/lib64/liblustreapi.so,/usr/lib64/libnghttp2.so.14,/usr/lib64/libnl-3.so.200,/usr/lib64/libnl-route-3.so.200,/usr/lib64/libnuma.so.1,/usr/lib64/libpcre.so.1,/usr/lib64/libpsl.so.5,/usr/lib64/libsasl2.so.3,/usr/lib64/libssh.so.4,/usr/lib64/libssl.so.1.1,/opt/cray/pe/gcc-libs/libstdc++.so.6:/usr/lib64/libstdc++.so.6,/usr/lib64/libunistring.so.2,/usr/lib64/libyaml-0.so.2,/usr/lib64/libz.so.1,/usr/lib64/libzstd.so.1,/run/cxi
 export SINGULARITYENV_NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3
 export SINGULARITYENV_NCCL_NET_GDR_LEVEL=PHB
@@ -24,6 +30,10 @@ export SINGULARITYENV_CXI_FORK_SAFE_HP=1
 export SINGULARITYENV_FI_CXI_DISABLE_CQ_HUGETLB=1
 export SINGULARITYENV_LD_LIBRARY_PATH=/lib64:/opt/cray/pe/mpich/8.1.29/ofi/gnu/12.3/lib-abi-mpich:/opt/cray/libfabric/1.15.2.0/lib64:/opt/cray/pe/pmi/6.1.14/lib:/opt/cray/pals/1.3.2/lib:/usr/lib64
 export SINGULARITYENV_MPICH_GPU_SUPPORT_ENABLED=1
+export SINGULARITYENV_TORCHINDUCTOR_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/inductor"
+export SINGULARITYENV_TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"
+export SINGULARITYENV_MIOPEN_USER_DB_PATH="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
+export SINGULARITYENV_MIOPEN_CUSTOM_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
 
 srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 \
     --cpu-bind=v,mask_cpu=0x00fe000000000000,0xfe00000000000000,0x0000000000fe0000,0x00000000fe000000,0x00000000000000fe,0x000000000000fe00,0x000000fe00000000,0x0000fe0000000000 \

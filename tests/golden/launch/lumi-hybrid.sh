@@ -15,11 +15,21 @@ set -euo pipefail
 
 module load LUMI partition/G
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 export SINGULARITYENV_NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3
 export SINGULARITYENV_NCCL_NET_GDR_LEVEL=PHB
 export SINGULARITYENV_CXI_FORK_SAFE=1
 export SINGULARITYENV_CXI_FORK_SAFE_HP=1
 export SINGULARITYENV_FI_CXI_DISABLE_CQ_HUGETLB=1
+export SINGULARITYENV_TORCHINDUCTOR_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/inductor"
+export SINGULARITYENV_TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"
+export SINGULARITYENV_MIOPEN_USER_DB_PATH="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
+export SINGULARITYENV_MIOPEN_CUSTOM_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
 
 srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 \
     --cpu-bind=v,mask_cpu=0x00fe000000000000,0xfe00000000000000,0x0000000000fe0000,0x00000000fe000000,0x00000000000000fe,0x000000000000fe00,0x000000fe00000000,0x0000fe0000000000 \

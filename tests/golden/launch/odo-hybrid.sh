@@ -16,6 +16,12 @@ set -euo pipefail
 
 module load PrgEnv-gnu cpe/24.11 rocm/6.2.4 craype-accel-amd-gfx90a
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 export APPTAINER_BINDPATH="${PWD:-}"
 export APPTAINERENV_NCCL_CROSS_NIC=1
 export APPTAINERENV_NCCL_NET_GDR_LEVEL=PHB
@@ -30,6 +36,10 @@ export APPTAINERENV_FI_CXI_RDZV_THRESHOLD=0
 export APPTAINERENV_FI_CXI_RDZV_GET_MIN=0
 export APPTAINERENV_FI_CXI_DEFAULT_TX_SIZE=2048
 export APPTAINERENV_FI_CXI_RX_MATCH_MODE=hybrid
+export APPTAINERENV_TORCHINDUCTOR_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/inductor"
+export APPTAINERENV_TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"
+export APPTAINERENV_MIOPEN_USER_DB_PATH="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
+export APPTAINERENV_MIOPEN_CUSTOM_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
 
 srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 --gpus-per-task=1 --gpu-bind=closest --mpi=pmi2 apptainer exec \
     --rocm pytorch-odo.sif python3 -m workloads.cnn --mode ddp

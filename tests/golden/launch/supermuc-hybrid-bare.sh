@@ -15,8 +15,16 @@ set -euo pipefail
 module load slurm_setup
 module load intel-mpi/2019-intel
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 export I_MPI_FABRICS=shm:ofi
 export FI_PROVIDER=psm2
+export TORCHINDUCTOR_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/inductor"
+export TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"
 
 # the workloads package, as the image carries it in /opt/workloads
 : "${GEN_RECIPE_WORKLOADS:=/opt/gen-recipe/recipes}"

@@ -16,6 +16,12 @@ set -euo pipefail
 module load slurm_setup
 module load intel-mpi/2019-intel
 
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
+    GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+fi
+export GEN_RECIPE_KERNEL_CACHE
+
 # the image file copied in (gen-recipe build --export) and its .sha256: checked before the job starts
 image_file=pytorch-supermuc.sqfs
 if ! (cd "$(dirname "$image_file")" && sha256sum --check --strict --quiet "$(basename "$image_file").sha256"); then
@@ -25,5 +31,5 @@ fi
 image="${image_file%.tar.gz}-$(cut -c1-12 "$image_file.sha256")"
 [ -d "$image" ] || ch-convert -i tar -o dir "$image_file" "$image"
 
-mpiexec -n 2 -ppn 1 ch-run --set-env --set-env=I_MPI_FABRICS=shm:ofi --set-env=FI_PROVIDER=psm2 \
+mpiexec -n 2 -ppn 1 ch-run --set-env --set-env=I_MPI_FABRICS=shm:ofi --set-env=FI_PROVIDER=psm2 "--set-env=TORCHINDUCTOR_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/inductor" "--set-env=TRITON_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/triton" \
     --join --join-ct=1 "${image:-}" -- python3 -m workloads.cnn --mode ddp

@@ -11,7 +11,9 @@ FROM localhost/debian:bookworm AS devel
 RUN apt-get update -y && \
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         ca-certificates \
+        g++ \
         python3 \
+        python3-dev \
         python3-venv \
         wget && \
     rm -rf /var/lib/apt/lists/*
@@ -25,7 +27,7 @@ RUN apt-get update -y && \
 
 # Python environment (/opt/venv)
 RUN --mount=type=secret,id=ca --mount=type=bind,source=wheels,target=/wheels python3 -m venv --system-site-packages /opt/venv && \
-    PIP_CERT=/run/secrets/ca /opt/venv/bin/pip --no-cache-dir install /wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl transformers==5.23.0
+    PIP_CERT=/run/secrets/ca /opt/venv/bin/pip --no-cache-dir install /wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl numpy==2.2.6 transformers==5.23.0
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 
@@ -36,7 +38,9 @@ FROM localhost/debian:bookworm AS runtime
 RUN apt-get update -y && \
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         ca-certificates \
+        g++ \
         python3 \
+        python3-dev \
         python3-mpi4py=3.1.4-2+b2 && \
     rm -rf /var/lib/apt/lists/*
 
@@ -62,6 +66,12 @@ RUN find /usr/local -path '/usr/local/ollama' -prune -o -path '/usr/local/cuda' 
     xargs -r ldd /dev/null < /var/tmp/gen-recipe-ldd.files > /var/tmp/gen-recipe-ldd.txt 2> /dev/null || true && \
     awk -v ok='^(libcuda\\.so\\.1|libnvidia-ml\\.so\\.1)$' '/^\/.*:$/ { f = substr($0, 1, length($0) - 1) } ($2 == "=>" && $3 == "not" && $1 !~ ok) { print "not in the image: " $1 ", needed by " f; bad = 1 } END { exit bad }' /var/tmp/gen-recipe-ldd.txt && \
     rm -f /var/tmp/gen-recipe-ldd.files /var/tmp/gen-recipe-ldd.txt /var/tmp/gen-recipe-ldd.cache
+
+# torch.compile works here (a C++ compiler, Python's headers) and
+# NumPy with torch
+RUN mkdir -p /var/tmp/gen-recipe-compile && \
+    TORCHINDUCTOR_CACHE_DIR=/var/tmp/gen-recipe-compile/inductor TRITON_CACHE_DIR=/var/tmp/gen-recipe-compile/triton HOME=/var/tmp/gen-recipe-compile TMPDIR=/var/tmp/gen-recipe-compile python3 -c "import numpy, torch; f = torch.compile(lambda x: torch.sin(x) + 2 * x); x = torch.arange(8.0); assert torch.allclose(f(x), torch.sin(x) + 2 * x); assert torch.from_numpy(numpy.ones(2)).sum().item() == 2.0; print('torch.compile and NumPy work:', torch.__version__, numpy.__version__)" && \
+    rm -rf /var/tmp/gen-recipe-compile
 
 RUN useradd --create-home --uid 10001 --user-group app
 LABEL io.github.gen-recipe.mpi-mode=hybrid \

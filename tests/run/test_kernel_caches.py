@@ -1,0 +1,65 @@
+"""Kernel caches in launch scripts: a node-local folder per job for what torch.compile (Inductor, Triton) and
+the GPU stack's JIT compilers (MIOpen, CUDA) write, bare and container alike, seen inside the container."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from generator.model import runtimes as model_runtimes
+from generator.model import site as site_mod
+from generator.run import launch, runtimes
+from tests.helpers import account
+
+SITES = sorted(set(site_mod.builtin_names().values()))
+
+
+def _script(site, recipe="pytorch", **kw):
+    return launch.script(site, launch.Job(recipe=recipe, account=account(site), image="img", workloads_dir="/w", **kw))
+
+
+@pytest.mark.parametrize("name", SITES)
+def test_every_torch_script_puts_its_kernel_caches_in_a_node_local_folder(name):
+    site = site_mod.load(name)
+    stack = {"rocm": "MIOPEN_USER_DB_PATH", "cuda": "CUDA_CACHE_PATH"}.get(site.gpu.stack)
+    for bare in (False, True):
+        text = _script(site, bare=bare)
+        assert 'if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then' in text
+        assert f'    GEN_RECIPE_KERNEL_CACHE="{site.host.local_tmp}/gen-recipe-cache-${{USER:-}}' in text
+        for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", *([stack] if stack else [])):
+            # an export, a runtime option, or the container engine's EDF (which expands ${VAR} itself)
+            assert re.search(var + r'"? ?= ?"?\$\{GEN_RECIPE_KERNEL_CACHE(:-)?\}/', text), (name, bare, var)
+        assert text.index("export GEN_RECIPE_KERNEL_CACHE") < text.index("TORCHINDUCTOR_CACHE_DIR")
+
+
+def test_a_script_without_torch_sets_no_kernel_cache():
+    assert "GEN_RECIPE_KERNEL_CACHE" not in _script(site_mod.load("frontier"), recipe="osu", workload="mpi")
+
+
+def test_the_cache_folder_is_the_users_when_set_and_per_job_otherwise(tmp_path):
+    text = _script(site_mod.load("local"), bare=True)
+    block = text[text.index("if [ -z"):text.index("export GEN_RECIPE_KERNEL_CACHE")] + \
+        "export GEN_RECIPE_KERNEL_CACHE\necho \"$GEN_RECIPE_KERNEL_CACHE\"\n"
+    run = lambda env: subprocess.run(["bash", "-euo", "pipefail", "-c", block], env=env, capture_output=True,  # noqa: E731
+                                     text=True).stdout.strip()
+    assert run({"USER": "ada"}) == "/tmp/gen-recipe-cache-ada"
+    assert run({"USER": "ada", "GEN_RECIPE_KERNEL_CACHE": str(tmp_path)}) == str(tmp_path)
+    slurm = _script(site_mod.load("local-slurm"), bare=True)
+    assert '"/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"' in slurm
+
+
+def test_a_runtime_that_does_not_share_tmp_gets_the_folder_bound():
+    local = site_mod.load("local")
+    assert runtimes.cache_binds(local, "charliecloud") == ()           # ch-run shares the host's /tmp
+    assert runtimes.cache_binds(local, "podman") == ("/tmp",)
+    assert runtimes.cache_binds(site_mod.load("forhlr2"), "udocker") == ()   # the site binds /tmp in every run
+    assert runtimes.cache_binds(site_mod.load("perlmutter"), "podman-hpc") == ("/tmp",)
+    podman = _script(local, runtime="podman")
+    assert " -v /tmp:/tmp " in podman and "--env=TORCHINDUCTOR_CACHE_DIR=" in podman
+
+
+def test_podman_binds_are_host_folders_not_anonymous_volumes():
+    assert model_runtimes.oci_volume("/lustre/orion") == "/lustre/orion:/lustre/orion"
+    assert model_runtimes.oci_volume("/a:/b:ro") == "/a:/b:ro"
