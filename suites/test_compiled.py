@@ -67,7 +67,7 @@ def test_compiled_overhead(benchmark, suite, site, images, bare_python, cpu_pin,
     w = dataclasses.replace(w, args=(*w.args, FLAG))
     image = images.for_runtime(REGISTRY[compiled].recipe, runtime)
     opts = dataclasses.replace(run_options(suite, runtime, env={**cpu_pin, **cache_env(site, caches["container"])}),
-                               binds=runtimes.cache_binds(site, runtime))
+                               binds=runtimes.cache_binds(site, runtime, bind=str(caches["container"])))
     try:
         bare = harness.bare_side(site, bare_python(REGISTRY[compiled].recipe), opts.mode,
                                  {**cpu_pin, **cache_env(site, caches["bare"])})

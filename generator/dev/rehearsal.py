@@ -61,6 +61,16 @@ def runnable_mpi(site: Site) -> str:
     return ""
 
 
+def host_mpi4py() -> str:
+    """Why the jobs' python3 (this interpreter: the rehearsal puts its folder first on PATH) cannot run the bare
+    twin's mpi workload ("" when it can import mpi4py)."""
+    import importlib.util
+    if importlib.util.find_spec("mpi4py") is None:
+        return (f"{sys.executable} cannot import mpi4py (a virtual environment made with --system-site-packages "
+                "sees Debian's python3-mpi4py)")
+    return ""
+
+
 def stubs(site: Site) -> dict[str, tuple[str, str]]:
     """The programs a stub stands in for at `site` (name on PATH -> (stub tool, version)): each runtime this
     machine lacks, the container engine's srun, and Intel MPI's (or another MPICH family's) mpiexec."""
@@ -118,11 +128,12 @@ def cases(site: Site, image_for: Callable[[str], str], account: str = "",
                                  image=image, workload_args=ARGS, account=account, allow_root=os.geteuid() == 0)
                 ranks = nodes * per_node if real or per_rank and "mpiexec" not in names else 1
                 out.append(Case(f"{rt.name}-{mode}-{nodes}node", job, real, why, names, ranks))
+    bare_why = mpi_why or host_mpi4py()
     for nodes in NODES:
-        real = not mpi_why
+        real = not bare_why
         job = launch.Job(workload="mpi", nodes=nodes, tasks_per_node=tasks, bare=True, workload_args=ARGS,
                          account=account, workloads_dir=str(payload.pythonpath()))
-        why = "" if real else f"{mpi_why}: a stub stands in for the bare twin's python3" + \
+        why = "" if real else f"{bare_why}: a stub stands in for the bare twin's python3" + \
             (" (and mpiexec)" if launcher_stub else "")
         ranks = nodes * tasks if real or per_rank else 1
         out.append(Case(f"bare-{nodes}node", job, real, why, () if real else ("python3", *launcher_stub), ranks))

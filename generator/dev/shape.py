@@ -204,7 +204,7 @@ def accounting_commands(shape: Shape, user: str) -> list[list[str]]:
 def lua_string(text: str) -> str:
     """`text` as a Lua long string whose brackets the text cannot close."""
     level = 0
-    while f"]{'=' * level}]" in text:
+    while f"]{'=' * level}]" in text or level == 0 and text.endswith("]"):     # "a]" + "]]" would close at "]]"
         level += 1
     return f"[{'=' * level}[{text}]{'=' * level}]"
 

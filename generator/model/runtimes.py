@@ -107,13 +107,20 @@ def kernel_cache_env(site: Site, root: str) -> dict[str, str]:
     return {k: f"{root}/{v}" for k, v in {**KERNEL_CACHES, **STACK_CACHES.get(site.gpu.stack, {})}.items()}
 
 
-def cache_binds(site: Site, runtime: str) -> tuple[str, ...]:
-    """What a container must mount to see the node-local folder of the kernel caches: nothing where the
-    runtime shares the host's /tmp and that is the folder, nor where the site mounts it in every run."""
+CACHE_BIND = "${GEN_RECIPE_KERNEL_BIND}"     # what a launch script mounts for the caches (launch.script sets it)
+
+
+def cache_binds(site: Site, runtime: str, bind: str = CACHE_BIND) -> tuple[str, ...]:
+    """What a container must mount to see the kernel caches' folder (`bind`: the script's choice, the site's
+    node-local folder or a folder the user named): nothing where the runtime shares the host's /tmp and that
+    is the node-local folder, nor where the site mounts it in every run. Runtimes that share /tmp (Apptainer,
+    Singularity, Charliecloud) see a folder of the user's only where they mount it anyway (docs/launch.md)."""
     tmp = site.host.local_tmp
-    if PLATFORMS[runtime].shares_tmp and tmp == "/tmp" or any(split_bind(b)[0] == tmp for b in site.container.binds):
+    if any(split_bind(b)[0] == tmp for b in site.container.binds):
         return ()
-    return (tmp,)
+    if PLATFORMS[runtime].shares_tmp:
+        return () if tmp == "/tmp" else (tmp,)
+    return (bind,)
 
 
 def oci_volume(spec: str) -> str:
@@ -303,16 +310,17 @@ def oci(site: Site, image: str, command: Sequence[str], opts: Options, name: str
     if opts.mpi:
         argv += MPI_NAMESPACES
         binds.append(MPI_SESSION_BIND)
+    if opts.mpi or opts.binds:          # writes into the caller's folders (the kernel caches): as the caller
         if opts.allow_root:
             argv.append("--user=0")
         elif name == "podman":
             argv.append("--userns=keep-id")
-        if name == "podman":
-            argv += [f"--env={pattern}" for pattern in MPI_PASS_ENV]
+    if opts.mpi and name == "podman":
+        argv += [f"--env={pattern}" for pattern in MPI_PASS_ENV]
     argv += _gpu(name, site, opts)
     argv += _devices(name, site)
-    for b in dict.fromkeys(binds):
-        argv += ["-v", oci_volume(b)]
+    for b in dict.fromkeys(oci_volume(b) for b in binds):
+        argv += ["-v", b]
     for lib in libraries(site, opts):
         argv += ["-v", f"{lib}:{lib}:ro"]
     argv += [f"--env={k}={v}" for k, v in container_env(site, opts).items()]

@@ -361,12 +361,20 @@ class Site:
 # ---------------------------------------------------------------------------------------
 
 
+# host.local_tmp: mounted as it is (SRC of -v/--bind, where ':' ',' and '*' mean something) and written into EDFs
+LOCAL_TMP = re.compile(r"/(?:[A-Za-z0-9_./+@-]|\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*)*")
+
+
 def _check(site: Site, fail) -> None:
     """Cross-field rules: combinations that cannot work."""
     if site.schema != SCHEMA_VERSION:
         fail("schema", f"schema {site.schema} is not supported", f"this gen-recipe reads schema = {SCHEMA_VERSION}")
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", site.name):
         fail("name", f"'{site.name}' is not a valid site name", "use lower-case letters, digits, '-' and '_'")
+    if len(site.host.local_tmp) > 256 or not LOCAL_TMP.fullmatch(site.host.local_tmp):
+        fail("host.local_tmp", f"'{site.host.local_tmp[:80]}' is not an absolute folder of at most 256 characters "
+             "(letters, digits, / . _ - + @, whole $VAR references; no : , * { })",
+             'write e.g. "/tmp" or "/mnt/bb/$USER"')
     if not 1 <= site.host.threads_per_core <= 8:
         fail("host.threads_per_core", f"{site.host.threads_per_core} threads per core", "write 1, 2, 4 or 8")
     if site.gpu.stack not in STACK_OF_VENDOR[site.gpu.vendor]:
@@ -483,6 +491,35 @@ def _check_scheduler(site: Site, fail) -> None:
             fail(f"scheduler.refusals.{k}", "unknown refusal", did_you_mean(k, REFUSALS))
     if sched.constraint and kind != "slurm":
         fail("scheduler.constraint", f"{kind} takes no --constraint", "remove it (PBS: a resource of -l select)")
+    for what, items in (("partitions", sched.partitions), ("qos", sched.qos)):
+        for i, x in enumerate(items):
+            if x.name.upper() == "DEFAULT":
+                fail(f"scheduler.{what}[{i}].name", "DEFAULT is Slurm's keyword for the defaults of every entry",
+                     "write the name the site gives it")
+            if x.max_time and not _wall_seconds(x.max_time):
+                fail(f"scheduler.{what}[{i}].max_time", f"{x.max_time} admits no job", 'write the limit, e.g. "12:00:00"')
+    for i, option in enumerate(sched.options):
+        name = option.split("=", 1)[0]
+        if name in WRITTEN_BY_LAUNCH:
+            fail(f"scheduler.options[{i}]", f"{name} is written by gen-recipe launch from the job and [scheduler] "
+                 "(a template option would override it and get round its checks)", f"remove it; {WRITTEN_BY_LAUNCH[name]}")
+
+
+# sbatch options launch writes itself (a [scheduler] option naming one would override it): where each comes from
+WRITTEN_BY_LAUNCH = {o: w for os_, w in (
+    (("--account", "-A"), "launch --account"), (("--partition", "-p"), "[[scheduler.partitions]], launch --partition"),
+    (("--qos", "-q"), "[[scheduler.qos]], launch --qos"), (("--constraint", "-C"), "scheduler.constraint"),
+    (("--nodes", "-N"), "launch --nodes"), (("--time", "-t"), "launch --time"),
+    (("--ntasks", "--ntasks-per-node", "-n"), "launch --tasks-per-node"),
+    (("--gpus", "--gpus-per-node", "--gpus-per-task", "-G"), "launch --gpus-per-node"),
+    (("--cpus-per-task", "-c"), "host.rank_binding, scheduler.cpus_per_gpu"), (("--job-name", "-J"), "the script's name"),
+    (("--mem-per-gpu",), "scheduler.mem_per_gpu")) for o in os_}
+
+
+def _wall_seconds(wall: str) -> int:
+    days, _, hms = wall.rpartition("-")
+    h, m, s = (int(x) for x in hms.split(":"))
+    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + s
 
 
 # Keys of earlier site files and where their facts live now.

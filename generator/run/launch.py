@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -107,6 +108,12 @@ def _seconds(wall: str) -> int:
     return ((int(days or 0) * 24 + h) * 60 + m) * 60 + s
 
 
+def _hms(wall: str) -> str:
+    """A [D-]HH:MM:SS limit as --time takes it (HH:MM:SS, hours beyond 24)."""
+    total = _seconds(wall)
+    return f"{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}"
+
+
 def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:00", account: str = "",
            partition: str = "", qos: str = "", debug: bool = False) -> Policy:
     """The scheduler policy of a job of `nodes` × `tasks` ranks with `gpus` GPUs per node at `site` (pure).
@@ -114,9 +121,19 @@ def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:
     its partition or QOS allows, no debug partition or QOS for --debug) is a one-line UsageError naming
     the site's rule and the option that fixes it."""
     sched, kind = site.scheduler, site.host.scheduler
+    given = [f"--{o}" for o, v in (("account", account), ("partition", partition), ("qos", qos), ("debug", debug)) if v]
     if kind == "none":
+        if given:
+            raise UsageError(f"{', '.join(given)}: site {site.name} has no batch system (host.scheduler = \"none\" in "
+                             f"{site.path}): leave {'it' if len(given) == 1 else 'them'} out")
         return Policy()
+    if qos and kind != "slurm":
+        raise UsageError(f"--qos: site {site.name} runs {kind}, whose scripts take no QOS here: leave it out")
     rule = f"[scheduler] of {site.path}"
+    # a partition or QOS the site file does not list is taken as given (the files list the ones jobs use, not all)
+    if partition and gpus and sched.partition(partition) is not None and not sched.partition(partition).gpus:
+        raise UsageError(f"--partition {shown(partition)}: site {site.name}'s partition has no GPUs ({rule}), and the job "
+                         f"asks {gpus} per node: choose a GPU partition, or --gpus-per-node 0")
     if sched.account == "required" and not account:
         said = f"; the scheduler says: {sched.refusals['account']}" if "account" in sched.refusals else ""
         what = f" ({sched.account_name})" if sched.account_name else ""
@@ -128,7 +145,9 @@ def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:
     part = partition or (sched.debug_partition if debug else "") or sched.job_partition \
         or (sched.default_partition.name if sched.default_partition else "")
     chosen_qos = qos or (sched.debug_qos if debug else "") or sched.job_qos
-    for what, limits in (("partition", sched.partition(part)), ("QOS", sched.qos_named(chosen_qos) if kind == "slurm" else None)):
+    # the QOS whose limits apply: the one asked for, else the site's default one (not written: Slurm applies it)
+    limiting = chosen_qos or next((q.name for q in sched.qos if q.default), "")
+    for what, limits in (("partition", sched.partition(part)), ("QOS", sched.qos_named(limiting) if kind == "slurm" else None)):
         if limits is None:
             continue
         if limits.max_nodes and nodes > limits.max_nodes:
@@ -136,7 +155,7 @@ def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:
                              f"not {nodes} ({rule}): ask fewer --nodes, or another --{what.lower()}")
         if limits.max_time and _seconds(time) > _seconds(limits.max_time):
             raise UsageError(f"site {site.name}: {what} {limits.name} runs a job at most {limits.max_time}, not {time} "
-                             f"({rule}): give --time {limits.max_time} or less, or another --{what.lower()}")
+                             f"({rule}): give --time {_hms(limits.max_time)} or less, or another --{what.lower()}")
     shared = bool(sched.partition(part) and sched.partition(part).shared)
     cpus = _cpus_per_task(site.host.rank_binding if gpus and tasks == gpus else ()) or \
         (sched.cpus_per_gpu if shared and gpus and tasks == gpus else 0)
@@ -315,6 +334,7 @@ def plan_job(site: Site, job: Job) -> JobPlan:
 # The job's id in the kernel caches' folder, by batch system (no batch system: one folder per user).
 JOB_ID = {"slurm": "SLURM_JOB_ID", "pbs": "PBS_JOBID", "torque": "PBS_JOBID", "lsf": "LSB_JOBID"}
 CACHE_ROOT = "GEN_RECIPE_KERNEL_CACHE"
+CACHE_BIND = "GEN_RECIPE_KERNEL_BIND"        # what runtimes that do not share /tmp mount (runtimes.cache_binds)
 
 
 def cache_root(site: Site) -> str:
@@ -386,12 +406,17 @@ def _header(p: JobPlan) -> list[str]:
     job, site, recipe = p.job, p.site, p.recipe
     workload = (job.workload or "cnn") if recipe.builtin else ""
     name = "-".join(x for x in (recipe.name, workload, site.name) if x) + ("-bare" if job.bare else "")
-    flags = [f"--site {shlex.quote(site.name)}", f"--recipe {shlex.quote(recipe.spec)}",
+    builtin = Path(site.path).name == f"{site.name}.toml" and Path(site.path).parent.name == "sites" \
+        and site_mod.builtin_names().get(site.name) == site.name
+    flags = [f"--site {shlex.quote(site.name if builtin else str(site.path))}", f"--recipe {shlex.quote(recipe.spec)}",
              *([f"--workload {workload}"] if workload else []), f"--nodes {job.nodes}", f"--mode {p.mode}"]
     flags += [f"--gpus-per-node {job.gpus_per_node}"] if job.gpus_per_node is not None else []
     flags += [f"--tasks-per-node {job.tasks_per_node}"] if job.tasks_per_node else []
     flags += [f"--runtime {p.runtime}"] if not job.bare else ["--bare"]
     flags += ["--debug"] if job.debug else []
+    flags += [f"--{k} {shlex.quote(v)}" for k, v in (("account", job.account), ("partition", job.partition),
+                                                      ("qos", job.qos)) if v]
+    flags += [f"--time {job.time}"] if job.time != Job.time else []
     flags += [f"--image {shlex.quote(job.image)}"] if job.image and not job.bare else []
     flags += ["--", *map(shlex.quote, job.workload_args)] if job.workload_args else []
     if job.bare and not recipe.builtin:
@@ -428,9 +453,15 @@ def script(site: Site, job: Job) -> str:
     cmd = bare_command(p) if job.bare else container_command(p)
     if p.caches:
         out += ["", comment("kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local "
-                            f"({site.host.local_tmp}), a folder per job, unless {CACHE_ROOT} names one"),
-                f'if [ -z "${{{CACHE_ROOT}:-}}" ]; then', f"    {CACHE_ROOT}={word(cache_root(site))}", "fi",
-                f"export {CACHE_ROOT}"]
+                            f"({site.host.local_tmp}), a folder per job, unless {CACHE_ROOT} names one (on a "
+                            "file system every node sees: kernels kept across jobs)"),
+                f'if [ -z "${{{CACHE_ROOT}:-}}" ]; then', f"    {CACHE_ROOT}={word(cache_root(site))}",
+                f"    {CACHE_BIND}={word(site.host.local_tmp)}", "else", f'    {CACHE_BIND}="${CACHE_ROOT}"', "fi",
+                f'(umask 077 && mkdir -p "${CACHE_ROOT}")',
+                f'if [ ! -O "${CACHE_ROOT}" ]; then',
+                f'    echo "${CACHE_ROOT} is not yours: another user made it first; set {CACHE_ROOT} to a folder '
+                'of yours" >&2', "    exit 1", "fi",
+                f"export {CACHE_ROOT} {CACHE_BIND}"]
     if cmd.env:
         out += ["", *(f"export {name(k)}={word(v)}" for k, v in cmd.env.items())]
     forward = list(cmd.env)

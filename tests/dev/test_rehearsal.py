@@ -74,11 +74,12 @@ def test_a_shape_says_the_sites_rules():
 
 
 def test_a_lua_string_cannot_be_closed_by_its_text():
-    for text in ("plain", "a]]b", "a]=]b]]", 'q"\\n'):
+    for text in ("plain", "a]]b", "a]=]b]]", 'q"\\n', "ask for gpu]", "x]="):
         s = shape.lua_string(text)
         level = s.index("[", 1) - 1
         assert s.startswith("[" + "=" * level + "[") and s[level + 2:-(level + 2)] == text
-        assert f"]{'=' * level}]" not in text
+        closing = f"]{'=' * level}]"
+        assert s.index(closing, level + 2) == len(s) - len(closing)        # the first closing bracket is the last
 
 
 def test_the_clusters_conf_for_a_shape():

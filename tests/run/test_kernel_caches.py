@@ -3,6 +3,7 @@ the GPU stack's JIT compilers (MIOpen, CUDA) write, bare and container alike, se
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
@@ -53,11 +54,30 @@ def test_the_cache_folder_is_the_users_when_set_and_per_job_otherwise(tmp_path):
 def test_a_runtime_that_does_not_share_tmp_gets_the_folder_bound():
     local = site_mod.load("local")
     assert runtimes.cache_binds(local, "charliecloud") == ()           # ch-run shares the host's /tmp
-    assert runtimes.cache_binds(local, "podman") == ("/tmp",)
+    assert runtimes.cache_binds(local, "podman") == ("${GEN_RECIPE_KERNEL_BIND}",)   # the script's choice
     assert runtimes.cache_binds(site_mod.load("forhlr2"), "udocker") == ()   # the site binds /tmp in every run
-    assert runtimes.cache_binds(site_mod.load("perlmutter"), "podman-hpc") == ("/tmp",)
+    assert runtimes.cache_binds(site_mod.load("perlmutter"), "podman-hpc") == ("${GEN_RECIPE_KERNEL_BIND}",)
     podman = _script(local, runtime="podman")
-    assert " -v /tmp:/tmp " in podman and "--env=TORCHINDUCTOR_CACHE_DIR=" in podman
+    assert ' -v "${GEN_RECIPE_KERNEL_BIND:-}:${GEN_RECIPE_KERNEL_BIND:-}" ' in podman
+    assert "--env=TORCHINDUCTOR_CACHE_DIR=" in podman and " --userns=keep-id " in podman     # as the caller: writes there
+    block = podman[podman.index("if [ -z"):podman.index("export GEN_RECIPE_KERNEL_CACHE")]
+    assert "GEN_RECIPE_KERNEL_BIND=/tmp\n" in block and 'GEN_RECIPE_KERNEL_BIND="$GEN_RECIPE_KERNEL_CACHE"' in block
+
+
+def test_a_cache_folder_made_by_another_user_is_refused(tmp_path):
+    """The node-local folder's name is predictable: one that exists and is not the user's stops the job."""
+    text = _script(site_mod.load("local"), bare=True)
+    block = text[text.index("if [ -z"):text.index("export GEN_RECIPE_KERNEL_CACHE")]
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 12345, 12345) if os.geteuid() == 0 else pytest.skip("needs root to make another user's folder")
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", block], env={"GEN_RECIPE_KERNEL_CACHE": str(theirs)},
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "is not yours" in r.stderr
+    mine = tmp_path / "mine" / "cache"
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", block], env={"GEN_RECIPE_KERNEL_CACHE": str(mine)},
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and oct(mine.stat().st_mode & 0o777) == "0o700"
 
 
 def test_podman_binds_are_host_folders_not_anonymous_volumes():

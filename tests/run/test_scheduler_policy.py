@@ -91,6 +91,30 @@ def test_site_files_that_name_what_does_not_exist_are_one_line():
         assert str(err.value).startswith(f"lumi.toml: {key}:") and "\n" not in str(err.value), str(err.value)
     with pytest.raises(UsageError):
         launch.policy(site_mod.load("lumi"), nodes=1, gpus=8, tasks=8)           # no account
+    for old, new, key in (('name = "small-g"', 'name = "DEFAULT"', "scheduler.partitions[1].name"),
+                          ('max_time = "03:00:00"', 'max_time = "00:00:00"', "scheduler.partitions[2].max_time"),
+                          ('[scheduler]', '[scheduler]\noptions = ["--time=99:00:00"]', "scheduler.options[0]"),
+                          ('[scheduler]', '[scheduler]\nsetup = ["a/../../../tmp/evil"]', "scheduler.setup[0]")):
+        with pytest.raises(site_mod.SiteError) as err:
+            site_mod.parse(text.replace(old, new, 1), "lumi.toml")
+        assert str(err.value).startswith(f"lumi.toml: {key}:") and "\n" not in str(err.value), str(err.value)
+
+
+def test_the_default_qos_limits_a_job_that_names_none_and_limits_are_said_as_time_takes_them():
+    leo = site_mod.load("leonardo")
+    with pytest.raises(UsageError, match="QOS normal runs a job at most 24:00:00, not 25:00:00"):
+        launch.policy(leo, nodes=1, gpus=4, tasks=4, account="x", time="25:00:00")
+    with pytest.raises(UsageError, match="give --time 48:00:00 or less"):          # LUMI's 2-00:00:00
+        launch.policy(site_mod.load("lumi"), nodes=1, gpus=8, tasks=8, account="x", time="49:00:00")
+    with pytest.raises(UsageError, match="has no GPUs"):
+        launch.policy(leo, nodes=1, gpus=4, tasks=4, account="x", partition="lrd_all_serial")
+
+
+def test_scheduler_options_at_a_site_without_a_scheduler_are_refused_not_dropped():
+    for argv, words in ((["--site", "local", "--debug"], "--debug"), (["--site", "local", "--account", "p1"], "--account"),
+                        (["--site", "hlrs", "--qos", "x"], "--qos")):
+        r = run_cli("launch", *argv)
+        assert r.code == 2 and r.err.startswith(f"gen-recipe: {words}") and r.err.count("\n") == 1, r.err
 
 
 def test_a_refused_bare_script_writes_nothing(tmp_path, monkeypatch):

@@ -11,16 +11,24 @@
 # Image: the engine imports registry.example.org/gen-recipe/pytorch-alps:0.1.0 when the job starts (enroot import for a squashfs)
 set -euo pipefail
 
-# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one (on a file system every node sees: kernels kept across jobs)
 if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
     GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+    GEN_RECIPE_KERNEL_BIND=/tmp
+else
+    GEN_RECIPE_KERNEL_BIND="$GEN_RECIPE_KERNEL_CACHE"
 fi
-export GEN_RECIPE_KERNEL_CACHE
+(umask 077 && mkdir -p "$GEN_RECIPE_KERNEL_CACHE")
+if [ ! -O "$GEN_RECIPE_KERNEL_CACHE" ]; then
+    echo "$GEN_RECIPE_KERNEL_CACHE is not yours: another user made it first; set GEN_RECIPE_KERNEL_CACHE to a folder of yours" >&2
+    exit 1
+fi
+export GEN_RECIPE_KERNEL_CACHE GEN_RECIPE_KERNEL_BIND
 
 mkdir -p "${HOME:-}/.edf"
 cat > "${HOME:-}/.edf/pytorch-alps-0.1.0.toml" <<'EOF'
 image = "registry.example.org#gen-recipe/pytorch-alps:0.1.0"
-mounts = ["${SCRATCH}:${SCRATCH}", "/tmp:/tmp"]
+mounts = ["${SCRATCH}:${SCRATCH}", "${GEN_RECIPE_KERNEL_BIND}:${GEN_RECIPE_KERNEL_BIND}"]
 
 [env]
 MPIR_CVAR_CH4_OFI_ENABLE_HMEM = "1"

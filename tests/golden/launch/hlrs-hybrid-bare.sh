@@ -8,11 +8,19 @@
 set -euo pipefail
 cd "${PBS_O_WORKDIR}"
 
-# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one (on a file system every node sees: kernels kept across jobs)
 if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
     GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${PBS_JOBID:-}"
+    GEN_RECIPE_KERNEL_BIND=/tmp
+else
+    GEN_RECIPE_KERNEL_BIND="$GEN_RECIPE_KERNEL_CACHE"
 fi
-export GEN_RECIPE_KERNEL_CACHE
+(umask 077 && mkdir -p "$GEN_RECIPE_KERNEL_CACHE")
+if [ ! -O "$GEN_RECIPE_KERNEL_CACHE" ]; then
+    echo "$GEN_RECIPE_KERNEL_CACHE is not yours: another user made it first; set GEN_RECIPE_KERNEL_CACHE to a folder of yours" >&2
+    exit 1
+fi
+export GEN_RECIPE_KERNEL_CACHE GEN_RECIPE_KERNEL_BIND
 
 export TORCHINDUCTOR_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/inductor"
 export TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"

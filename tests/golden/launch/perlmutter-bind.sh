@@ -13,14 +13,22 @@
 # Image: podman-hpc pull registry.example.org/gen-recipe/pytorch-perlmutter:0.1.0  (or podman-hpc build + podman-hpc migrate)
 set -euo pipefail
 
-# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one
+# kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one (on a file system every node sees: kernels kept across jobs)
 if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
     GEN_RECIPE_KERNEL_CACHE="/tmp/gen-recipe-cache-${USER:-}-${SLURM_JOB_ID:-}"
+    GEN_RECIPE_KERNEL_BIND=/tmp
+else
+    GEN_RECIPE_KERNEL_BIND="$GEN_RECIPE_KERNEL_CACHE"
 fi
-export GEN_RECIPE_KERNEL_CACHE
+(umask 077 && mkdir -p "$GEN_RECIPE_KERNEL_CACHE")
+if [ ! -O "$GEN_RECIPE_KERNEL_CACHE" ]; then
+    echo "$GEN_RECIPE_KERNEL_CACHE is not yours: another user made it first; set GEN_RECIPE_KERNEL_CACHE to a folder of yours" >&2
+    exit 1
+fi
+export GEN_RECIPE_KERNEL_CACHE GEN_RECIPE_KERNEL_BIND
 
 srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=32 --cpu-bind=cores --gpus-per-task=1 --mpi=pmi2 podman-hpc run \
-    --rm --cuda-mpi --gpu -v /tmp:/tmp --env=FI_CXI_DISABLE_HOST_REGISTER=1 \
-    --env=FI_MR_CACHE_MONITOR=userfaultfd --env=NCCL_CROSS_NIC=1 --env=NCCL_SOCKET_IFNAME=hsn \
-    --env=NCCL_NET_GDR_LEVEL=PHB "--env=TORCHINDUCTOR_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/inductor" "--env=TRITON_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/triton" "--env=CUDA_CACHE_PATH=${GEN_RECIPE_KERNEL_CACHE:-}/cuda" registry.example.org/gen-recipe/pytorch-perlmutter:0.1.0 python3 -m workloads.cnn \
+    --rm --cuda-mpi --gpu -v "${GEN_RECIPE_KERNEL_BIND:-}:${GEN_RECIPE_KERNEL_BIND:-}" \
+    --env=FI_CXI_DISABLE_HOST_REGISTER=1 --env=FI_MR_CACHE_MONITOR=userfaultfd \
+    --env=NCCL_CROSS_NIC=1 --env=NCCL_SOCKET_IFNAME=hsn --env=NCCL_NET_GDR_LEVEL=PHB "--env=TORCHINDUCTOR_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/inductor" "--env=TRITON_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/triton" "--env=CUDA_CACHE_PATH=${GEN_RECIPE_KERNEL_CACHE:-}/cuda" registry.example.org/gen-recipe/pytorch-perlmutter:0.1.0 python3 -m workloads.cnn \
     --mode ddp
