@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -55,6 +56,9 @@ def run_env() -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     if os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    # launch scripts' kernel caches: a folder of this session's, not /tmp/gen-recipe-cache-$USER, which any earlier
+    # run on this machine (or a container as another user) may own (the scripts refuse a folder not theirs)
+    env["GEN_RECIPE_KERNEL_CACHE"] = tempfile.mkdtemp(prefix="gen-recipe-kernels-tests-")
     return env
 
 
