@@ -64,7 +64,7 @@ def test_launch_script_fits_the_site(suite, site, launch_case, tmp_path):
         assert key in script, f"run environment {key} is not set"
     if not bare:
         opts = runtimes.Options(mode=mode, gpus=site.gpu.count_per_node)
-        for flag in runtimes.PLATFORMS[runtime].gpu_flags.get(site.gpu.vendor, ()):
+        for flag in runtimes.gpu_flags(site, runtime):
             assert flag in script, f"GPU flag {flag} missing for {site.gpu.vendor} GPUs"
         if mode == "bind" and runtime != "podman-hpc":   # podman-hpc's --mpi module mounts the host MPI itself
             for path in site.container.bind.paths:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from pathlib import Path
 
 from generator.model import site as site_mod
@@ -25,8 +26,10 @@ from generator.errors import UsageError, shown
 from generator.images.builders import OCI_BUILDERS, SIF_BUILDERS
 from generator.images.oci import build_image
 from generator.images.sif import build_sif
-from generator.images.tags import DEFAULT_REGISTRY
+from generator.images.tags import DEFAULT_REGISTRY, default_ref
+from generator.images.convert import runtime_image
 from generator.images.export import export_image
+from generator.model.runtimes import PLATFORMS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,9 +50,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-to", default=None, help="buildx --cache-to (e.g. type=gha,mode=max)")
     parser.add_argument("--out", type=Path, default=None, help="SIF path for --format apptainer "
                         "(default: <recipe>-<site>.sif)")
+    parser.add_argument("--runtime", default=None, choices=LOCAL_RUNTIMES,
+                        help="also make the image form this runtime runs (a directory image under build/images, a "
+                        "user-space runtime's container): the image a local launch script names")
+    parser.add_argument("--elsewhere", action="store_true",
+                        help="this machine is not the site: build a SIF for a site that cannot build its own "
+                        "(container.build = \"none\", e.g. LUMI)")
     parser.add_argument("--export", type=Path, default=None, metavar="FILE",
                         help="write the image as the site's runtime runs it from a file (air-gapped sites): "
                         "FILE.tar.gz for Charliecloud, FILE.sif for Apptainer/Singularity, with FILE.sha256 beside it")
+
+
+LOCAL_RUNTIMES = tuple(n for n, p in PLATFORMS.items() if p.local_image)
+
+
+def sources(table) -> str:
+    return f", sources {', '.join(table.sources)}" if table.sources else ""
 
 
 def _size(n: int) -> str:
@@ -66,9 +82,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"exported: {shown(done.path)} ({_size(done.size_bytes)}), sha256 {done.sha256} in {shown(done.path.name)}.sha256; "
               f"copy both to the site")
         return 0
+    if args.runtime and (args.format == "apptainer" or args.target):
+        raise UsageError(f"--runtime {args.runtime} makes its image from the OCI image: leave out --format apptainer "
+                         "and --target")
     if args.format == "apptainer":
         if args.tag or args.target:
             raise UsageError("--tag and --target apply to --format docker (use --out for the SIF path)")
+        if site.container.build == "none" and not args.elsewhere and os.geteuid() != 0:
+            if site.container.image_from == "file" or site.apptainer is None:
+                runs = "copies its image in as a file" if site.container.image_from == "file" else \
+                    f"runs {site.container.runtime}, not SIF files"
+                raise UsageError(f"site {site.name} cannot build images (container.build = \"none\" in "
+                                 f"{shown(site.path)}{sources(site.container)}) and {runs}: gen-recipe launch "
+                                 f"--site {site.name} prints how its image gets there")
+            raise UsageError(f"site {site.name} cannot build images (container.build = \"none\" in {shown(site.path)}"
+                             f"{sources(site.container)}): push its image from where images can be built (gen-recipe build "
+                             f"--site {site.name} --recipe {shlex.quote(args.recipe)} --push --registry HOST/PATH; the image workflow "
+                             f"does), then gen-recipe launch --site {site.name} --registry HOST/PATH prints the line "
+                             f"that pulls it there; a SIF made on a machine that is not {site.name}: --elsewhere")
         result = build_sif(site, args.recipe, out=args.out, push=push, builder=args.builder, registry=args.registry)
     else:
         result = build_image(site, args.recipe, tag=args.tag, push=push, target=args.target, builder=args.builder,
@@ -76,4 +107,8 @@ def run(args: argparse.Namespace) -> int:
     verb = "up to date" if result.cached else "built"
     pushed = ", pushed and verified" if args.push else ""
     print(f"{verb}{pushed}: {result.ref} {result.digest} {_size(result.size_bytes)} in {result.seconds:.1f} s")
+    if args.runtime:
+        made = runtime_image(site, result.ref if not args.push else (args.tag or default_ref(site, args.recipe)),
+                             args.runtime)
+        print(f"{args.runtime} image: {shown(made)}")
     return 0

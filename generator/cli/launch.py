@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="a short test run: the site's debug partition and QOS")
     parser.add_argument("--workloads-dir", default="", help="bare: directory holding workloads/ "
                         "(default: the installed gen-recipe's; GEN_RECIPE_WORKLOADS overrides at run time)")
+    parser.add_argument("--registry", default=os.environ.get("GEN_RECIPE_REGISTRY") or "",
+                        help="HOST[/PATH] the image was pushed to (gen-recipe build --push): the script says how to "
+                        "pull it (default: $GEN_RECIPE_REGISTRY)")
     parser.add_argument("--out", type=Path, default=None, help="write the script here (atomically) instead of stdout")
     parser.add_argument("workload_args", nargs="*", metavar="-- ARGS", help="arguments for the workload")
 
@@ -68,7 +71,7 @@ def job_from_args(args: argparse.Namespace) -> Job:
     return Job(recipe=args.recipe, workload=args.workload, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                tasks_per_node=args.tasks_per_node, mode=args.mode, runtime=args.runtime, bare=args.bare,
                image=args.image, workload_args=tuple(args.workload_args), time=args.time, account=args.account,
-               partition=args.partition, qos=args.qos, debug=args.debug, workloads_dir=args.workloads_dir,
+               partition=args.partition, qos=args.qos, debug=args.debug, workloads_dir=args.workloads_dir, registry=args.registry,
                allow_root=os.geteuid() == 0)   # root-only runtime flags (runtimes.Options.allow_root)
 
 

@@ -38,7 +38,10 @@ def build_sif(site: Site, recipe: str | catalog.Recipe, *, out: Path | None = No
         cache_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="context-", dir=cache_dir) as ctx:
             prepare_context(site, recipe, "apptainer", Path(ctx), cache_dir, progress)
-            fakeroot = ("--fakeroot",) if os.geteuid() != 0 else ()
+            # a plain user: Apptainer >= 1.1 and SingularityCE >= 4 find their way unprivileged (fakeroot, or proot,
+            # which SingularityCE 4 takes only when --fakeroot is not given); Singularity 3.x needs --fakeroot; a
+            # build for another site (container.build = "none": build --elsewhere) keeps --fakeroot as well
+            fakeroot = ("--fakeroot",) if os.geteuid() != 0 and site.container.build != "user" else ()
             stream((tool, "build", "--force", *fakeroot, str(sif), f"{recipe.name}.def"), progress,
                     f"{tool} build of {sif.name}", cwd=Path(ctx))
         stamp.write_text(ref + "\n")

@@ -382,6 +382,17 @@ def pragma_lines(text: str, stages: Sequence[Stage]) -> dict[int, frozenset[str]
     return out
 
 
+BUILD_ONLY_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "PKG_CONFIG_PATH")
+_ASSIGNED = re.compile(r"^\s*(?:export\s+)?(" + "|".join(BUILD_ONLY_ENV) + r")=")
+
+
+def _build_env(stage: Stage) -> list[Hit]:
+    """AP017: the final stage's %environment sets a variable only compilers read."""
+    return [(number, "AP017", f"{found.group(1)} in %environment: set it in the %post that builds, not for every "
+             "program of the image") for s in stage.of(*SOURCED) for number, text in s.body
+            if (found := _ASSIGNED.match(text))]
+
+
 def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int, frozenset[str]]]:
     """All our findings for a definition (pragmas applied), its scripts for ShellCheck, and the
     pragma map (to filter ShellCheck's findings)."""
@@ -404,6 +415,7 @@ def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int,
         hits += check_sections(stage, k, names, target)
         hits += [(line, rule, msg) for line, rule, msg, ignore in check_post(stage) if rule not in ignore]
         names.append(stage.name)
+    hits += _build_env(stages[-1])
     if len(stages) == 1:
         image = rules.Image(stages[0].line, None, tuple(shell.split_script(post_script(stages[0]))[0]))
         hits += [(line, rule, msg) for line, rule, msg, ignore in rules.run("image", DEFINITION, image) if rule not in ignore]

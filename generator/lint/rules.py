@@ -325,6 +325,11 @@ _APPTAINER = (
     Rule("AP016", "info", "Downloaded archive is not deleted in the stage's %post: it stays in the image",
          "A SIF has no layers, so deleting anywhere later in %post is enough; not deleting it ships it. Mild: "
          "some archives are meant to stay.", "definition"),
+    Rule("AP017", "warning", "A build-time compiler variable in the final image's %environment",
+         "CPATH, C_INCLUDE_PATH, CPLUS_INCLUDE_PATH, LIBRARY_PATH and PKG_CONFIG_PATH point compilers at headers "
+         "and libraries of the build; in the image's %environment they reach every program it runs, and "
+         "`export CPATH=/x:$CPATH` with CPATH unset leaves an empty element, which GCC reads as the current folder. "
+         "Set them in %post of the stage that builds.", "definition"),
 )
 
 TIMED_OUT = Rule(

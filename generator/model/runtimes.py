@@ -149,8 +149,20 @@ def container_env(site: Site, opts: Options, *, bind_env: bool = True) -> dict[s
     return env
 
 
+# GPU flags that bind the host's GPU user-space libraries ahead of the image's: given only where the two are one
+# release series (Site.gpu_user_space). --nv stays: it binds the driver's libraries, which only the host has.
+HOST_LIBRARY_FLAGS = ("--rocm",)
+
+
 def _gpu(runtime: str, site: Site, opts: Options) -> tuple[str, ...]:
-    return PLATFORMS[runtime].gpu_flags.get(site.gpu.vendor, ()) if opts.gpus else ()
+    return gpu_flags(site, runtime) if opts.gpus else ()
+
+
+def gpu_flags(site: Site, runtime: str) -> tuple[str, ...]:
+    """The runtime's flags that give a container the site's GPUs."""
+    flags = PLATFORMS[runtime].gpu_flags.get(site.gpu.vendor, ())
+    host_libraries = site.gpu_user_space().host_libraries
+    return tuple(f for f in flags if host_libraries or f not in HOST_LIBRARY_FLAGS)
 
 
 def _gpu_setup(runtime: str, site: Site, opts: Options, image: str) -> tuple[tuple[str, ...], ...]:
@@ -331,12 +343,12 @@ def docker(site: Site, image: str, command: Sequence[str], opts: Options) -> Com
     return oci(site, image, command, opts, name="docker")
 
 
-def udocker_env(image_dir: Path = LOCAL_IMAGE_DIR) -> dict[str, str]:
+def udocker_env(image_dir: Path | str = LOCAL_IMAGE_DIR) -> dict[str, str]:
     """The environment udocker needs for the containers `gen-recipe` makes under `image_dir`
     (docs/runtimes.md §6): its own directory there and, for the P1 mode, Debian's PRoot through a
-    wrapper without `-k`."""
-    home = (image_dir / "udocker").absolute()
-    return {"UDOCKER_DIR": str(home), "UDOCKER_USE_PROOT_EXECUTABLE": str(home / "proot-nok")}
+    wrapper without `-k`. A str is a launch script's expression (`${PWD}/build/images`), kept as it is."""
+    home = (image_dir / "udocker").absolute() if isinstance(image_dir, Path) else f"{image_dir}/udocker"
+    return {"UDOCKER_DIR": str(home), "UDOCKER_USE_PROOT_EXECUTABLE": f"{home}/proot-nok"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -368,7 +380,7 @@ class Platform:
     binary: str                                       # the program that must be on PATH to run it
     build: Callable[[Site, str, Sequence[str], Options], Command]   # the pure command builder
     image: str                                        # what it runs: sif | oci | directory | container | edf
-    prepare: str                                      # how that image gets there, said in launch scripts
+    pull: str                                         # how a pushed image {ref} becomes {image}, said in launch scripts
     probe: VersionProbe                               # how `gen-recipe detect` finds it
     gpu_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # by GPU vendor
     gpu_setup: Mapping[str, Callable[[str], tuple[str, ...]]] = field(default_factory=dict)  # set-up by vendor
@@ -376,7 +388,8 @@ class Platform:
     interactive_flag: str = ""                        # closes stdin unless asked
     local_image: str = ""                             # the image form generator.images.convert makes from a local
                                                       # podman build (oci | directory | container); "" = needs --image
-    local_env: Callable[[], Mapping[str, str]] = dict  # environment the locally made images need
+    local_env: Callable[..., Mapping[str, str]] = lambda image_dir=LOCAL_IMAGE_DIR: {}  # environment the locally
+                                                      # made images (under image_dir) need
     shares_tmp: bool = False                          # the host's /tmp is the container's by default
 
 
@@ -386,45 +399,45 @@ PLATFORMS: Mapping[str, Platform] = {p.name: p for p in (
     # GPU flags missing below: Charliecloud and the user-space runtime see the host /dev and get NVIDIA libraries
     # by a set-up step; Sarus and the container engine enable their NVIDIA hook themselves.
     Platform(name="apptainer", binary="apptainer", build=apptainer, image=_SIF,
-             prepare="apptainer pull {image} oras://REGISTRY/{name}:TAG-sif  (or apptainer build {image} {recipe}.def)",
+             pull="apptainer pull {image} oras://{ref}",
              probe=VersionProbe(key="apptainer --version", version=r"apptainer version (\S+)",
                                 also=("singularity --version",), preference=1),
              gpu_flags={"amd": ("--rocm",), "nvidia": ("--nv",)}, shares_tmp=True),     # its default binds: /tmp
     Platform(name="singularity", binary="singularity", build=singularity, image=_SIF,
-             prepare="singularity pull {image} docker://REGISTRY/{name}:TAG  (or singularity build)",
+             pull="singularity pull {image} docker://{ref}",     # the OCI image; oras:// is in no site's docs
              probe=VersionProbe(key="singularity --version", parser="singularity_version", preference=2),
              gpu_flags={"amd": ("--rocm",), "nvidia": ("--nv",)}, shares_tmp=True),
     Platform(name="charliecloud", binary="ch-run", build=charliecloud, image="directory",
-             prepare="ch-convert REGISTRY/{name}:TAG {image}  (gen-recipe build makes it locally)",
+             pull="ch-image pull {ref} && ch-convert -i ch-image {ref} {image}",
              probe=VersionProbe(key="ch-run --version", version=_BARE_VERSION, preference=6),
              gpu_setup={"nvidia": lambda image: ("ch-fromhost", "--nvidia", image)}, local_image="directory",
              shares_tmp=True),                   # ch-run shares the host's /tmp unless --private-tmp
     Platform(name="udocker", binary="udocker", build=udocker, image="container",
-             prepare="udocker pull REGISTRY/{name}:TAG && udocker create --name={image} REGISTRY/{name}:TAG",
+             pull="udocker pull {ref} && udocker create --name={image} {ref}",
              probe=VersionProbe(key="udocker --version", argv=("udocker", "--allow-root", "--version"),
                                 version=r"^version:\s*(\S+)", scratch_env={"HOME": "", "UDOCKER_DIR": ".udocker"},
                                 preference=7),
              local_image="container", local_env=udocker_env),
     Platform(name="podman-hpc", binary="podman-hpc", build=podman_hpc, image="oci",
-             prepare="podman-hpc pull {image}  (or podman-hpc build + podman-hpc migrate)",
+             pull="podman-hpc pull {ref}",
              probe=VersionProbe(key="podman-hpc --version", parser="podman_hpc_version", preference=5),
              gpu_flags={"amd": ("--device=/dev/kfd", "--device=/dev/dri"), "nvidia": ("--gpu",)},
              device_flag="--device", interactive_flag="--interactive"),
-    Platform(name="sarus", binary="sarus", build=sarus, image="oci", prepare="sarus pull {image}",
+    Platform(name="sarus", binary="sarus", build=sarus, image="oci", pull="sarus pull {ref}",
              probe=VersionProbe(key="sarus --version", version=_BARE_VERSION, preference=4),
              device_flag="--device"),
     # found by its Slurm plugin (srun --help) with enroot: generator.detect.facts combines the two
     Platform(name="ce", binary="srun", build=ce, image="edf",
-             prepare="the engine imports {image} when the job starts (enroot import for a squashfs)",
+             pull="",                                   # the engine imports {image} when the job starts
              probe=VersionProbe(key="enroot version", version=_BARE_VERSION, clue="enroot", preference=3)),
     # found by its client with a daemon socket: generator.detect.facts combines the two
-    Platform(name="docker", binary="docker", build=docker, image="oci", prepare="docker pull {image}",
+    Platform(name="docker", binary="docker", build=docker, image="oci", pull="docker pull {ref}",
              probe=VersionProbe(key="docker --version", parser="docker_version", clue="docker_client", preference=9),
              gpu_flags={"amd": ("--device=/dev/kfd", "--device=/dev/dri", "--group-add=video"),
                         "nvidia": ("--gpus=all",)},
              device_flag="--device", interactive_flag="--interactive"),
     Platform(name="podman", binary="podman", build=oci, image="oci",
-             prepare="gen-recipe build --site {site} --recipe {recipe}",
+             pull="podman pull {ref}",
              probe=VersionProbe(key="podman --version", version=r"podman version (\S+)", preference=8),
              gpu_flags={"amd": ("--device=/dev/kfd", "--device=/dev/dri", "--group-add=keep-groups"),
                         "nvidia": ("--device=nvidia.com/gpu=all",)},          # CDI (nvidia-ctk cdi generate)

@@ -245,6 +245,11 @@ class Container(Facts):
     image_from: Literal["registry", "file"] = fact("file", "registry", "how images reach the compute nodes: pulled "
                                                  "from a registry, or a file copied in (air-gapped sites: gen-recipe "
                                                  "build --export), checked against its .sha256 when the job starts")
+    build: Literal["user", "fakeroot", "none"] = fact("user", "user", "how an image is made at the site: by a "
+                                                     "plain user (user; Apptainer >= 1.1 and SingularityCE >= 4 "
+                                                     "need no flag), with --fakeroot "
+                                                     "(fakeroot; Singularity 3.x), or not at all (none: it is pulled "
+                                                     "from a registry, or copied in as a file)")
     binds: tuple[str, ...] = fact(("/lustre/orion",), (), "paths mounted in every run (src[:dst])", kind="path")
     env: Mapping[str, str] = fact({"OMP_NUM_THREADS": "7"}, None, "environment of every container run", kind="text", keys="env")
     annotations: Mapping[str, str] = fact({"com.hooks.cxi.enabled": "true"}, None,
@@ -260,6 +265,19 @@ class BaseImages:
     distro_version: Version = fact("22.04")
     bootstrap: Literal["docker", "localimage", "oras", "library"] = fact("docker", "docker",
                                                                         "Apptainer bootstrap agent for these images")
+    version: Optional[Version] = fact("6.2.4", None, "the GPU stack's version these images carry (ROCm, CUDA); "
+                                    "read from the devel image's tag when left out (AMD's rocm/* and NVIDIA's "
+                                    "nvidia/cuda images only)")
+
+    def tagged_version(self) -> Version | None:
+        """The GPU stack's version in the devel image's tag, for the images whose tags say it: AMD's rocm/*
+        (rocm/dev-ubuntu-22.04:6.2.2) and NVIDIA's nvidia/cuda (nvidia/cuda:12.8.1-devel-ubuntu22.04)."""
+        found = STACK_TAG.fullmatch(self.devel)
+        return Version(found.group(1)) if found else None
+
+    def stack_version(self) -> Version | None:
+        """`version`, else the one the devel image's tag says."""
+        return self.version if self.version is not None else self.tagged_version()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -350,10 +368,76 @@ class Site:
         raise UsageError(f"runtime '{name}' is not available at site '{self.name}' "
                          f"({did_you_mean(name, [r.name for r in self.runtimes])})")
 
+    def gpu_user_space(self) -> GpuUserSpace:
+        """Whose GPU libraries containers run with, the images' or the host's (`gpu_user_space`)."""
+        return gpu_user_space(self)
+
     @property
     def apptainer(self) -> Runtime | None:
         """The site's Apptainer or Singularity runtime (the one that runs SIF images), if it has one."""
         return next((r for r in self.runtimes if runtimes.PLATFORMS[r.name].image == "sif"), None)
+
+
+# Base images whose tags name their GPU stack's version (the first group).
+STACK_TAG = re.compile(r"(?:docker\.io/)?(?:rocm/[a-z0-9._-]+|nvidia/cuda):(\d+\.\d+(?:\.\d+)?)(?:[-_][A-Za-z0-9._-]*)?")
+
+# ROCm's release series in order. AMD's "User and kernel-space support matrix" (ROCm install guide, 6.3.0,
+# 2025-06-26): "forward and backward compatibility between the AMD Kernel-mode GPU Driver (KMD) and its user
+# space software for +/- 2 releases" (its table: a 6.0.x driver runs 5.6.x to 6.2.x user space).
+ROCM_SERIES = ("5.0", "5.1", "5.2", "5.3", "5.4", "5.5", "5.6", "5.7", "6.0", "6.1", "6.2", "6.3", "6.4",
+               "7.0", "7.1", "7.2")
+ROCM_RELEASES_APART = 2
+
+
+@dataclass(frozen=True)
+class GpuUserSpace:
+    """Whose GPU user-space libraries a container runs with: the image's own, or the host's bound in
+    (Apptainer/Singularity --rocm; --nv always binds the host driver's libraries)."""
+
+    stack: str
+    image: Version | None                     # the images' ROCm/CUDA
+    host: Version | None                      # the host's
+    host_libraries: bool                      # the runtime binds the host's GPU libraries (--rocm / --nv)
+    why: str
+    problem: str = ""                         # not empty: the combination cannot work
+
+
+def gpu_user_space(site: Site) -> GpuUserSpace:
+    """Pure: compare the site's host ROCm/CUDA (gpu.version) with its images' (images.<stack>.version)."""
+    stack, host = site.gpu.stack, site.gpu.version
+    image = site.images[stack].stack_version() if stack in site.images else None
+    if stack == "none":
+        return GpuUserSpace(stack, None, None, False, "no GPUs")
+    if image is None or host is None:
+        return GpuUserSpace(stack, image, host, False, "", f"the {stack} version of the images is unknown (their devel "
+                            "image's tag does not say it)")
+    if host.parts[0] == 0:                    # gen-recipe detect's placeholder: nothing to compare with
+        return GpuUserSpace(stack, image, host, stack == "cuda", f"the host's {stack} version is not known (gpu.version "
+                            f"{host}): {'--nv binds the driver' if stack == 'cuda' else 'the images bring their own ROCm'}")
+    if stack == "cuda":
+        if image.parts[0] > host.parts[0]:
+            return GpuUserSpace(stack, image, host, True, "", f"the images' CUDA {image} needs a CUDA {image.parts[0]} "
+                                f"driver; the host's is CUDA {host}")
+        return GpuUserSpace(stack, image, host, True, f"the runtime gives the container the host driver's libraries (CUDA {host}); the "
+                            f"images' CUDA {image} runtime runs on them (one major release: CUDA minor version "
+                            "compatibility)")
+    series = [".".join(map(str, v.parts[:2])) for v in (image, host)]
+    unknown = [f"{who} ROCm {v}" for who, v, s in (("the images'", image, series[0]), ("the host's", host, series[1]))
+               if s not in ROCM_SERIES]
+    if series[0] == series[1]:
+        return GpuUserSpace(stack, image, host, True, f"the host's ROCm {host} and the images' {image} are one "
+                            "release series: --rocm binds the host's ROCm libraries")
+    if unknown:
+        return GpuUserSpace(stack, image, host, False, "", f"{' and '.join(unknown)}: not a ROCm release series this "
+                            f"gen-recipe knows ({', '.join(ROCM_SERIES[:1] + ROCM_SERIES[-1:])} ... in AMD's support "
+                            "matrix), so their compatibility is not known")
+    if abs(ROCM_SERIES.index(series[0]) - ROCM_SERIES.index(series[1])) <= ROCM_RELEASES_APART:
+        return GpuUserSpace(stack, image, host, False, f"the images' own ROCm {image} runs on the host's driver "
+                            f"(ROCm {host}: within {ROCM_RELEASES_APART} releases, AMD's user and kernel-space support "
+                            f"matrix); --rocm would put the host's {host} libraries ahead of the images' {image}, so "
+                            "no --rocm")
+    return GpuUserSpace(stack, image, host, False, "", f"the images' ROCm {image} and the host's ROCm {host} are more "
+                        f"than {ROCM_RELEASES_APART} releases apart (AMD's user and kernel-space support matrix)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -387,6 +471,19 @@ def _check(site: Site, fail) -> None:
             fail("gpu.count_per_node", "a GPU stack needs at least one GPU per node", "set count_per_node = 1 or more")
     if site.gpu.stack not in site.images:
         fail("images", f"no base images for the GPU stack '{site.gpu.stack}'", f"add an [images.{site.gpu.stack}] table")
+    elif site.gpu.stack != "none":
+        base, key = site.base, f"images.{site.gpu.stack}"
+        tagged = base.tagged_version()
+        if base.version is not None and tagged is not None and base.version != tagged:
+            fail(f"{key}.version", f"{base.version} differs from the {tagged} that {key}.devel's tag says",
+                 f'write version = "{tagged}", or leave it out')
+        problem = gpu_user_space(site).problem if site.gpu.version is not None else ""
+        if problem:
+            fix = (f'write {key}.version = "X.Y.Z", the {site.gpu.stack} version the images carry'
+                   if base.stack_version() is None else
+                   f"take {site.gpu.stack} images that fit the host's {site.gpu.version} (or correct gpu.version)")
+            fail(f"{key}.version" if base.version is not None or base.stack_version() is None else f"{key}.devel",
+                 problem, fix)
     for stack in site.images:
         if stack not in typing.get_args(GpuStack):
             fail(f"images.{stack}", "unknown GPU stack", did_you_mean(stack, typing.get_args(GpuStack)))
@@ -430,6 +527,10 @@ def _check(site: Site, fail) -> None:
             fail(f"runtimes[{i}].name", f"runtime '{name}' is listed twice", "keep one [[runtimes]] table per runtime")
     if site.container.runtime not in names:
         fail("container.runtime", f"'{site.container.runtime}' is not in [[runtimes]]", did_you_mean(site.container.runtime, names))
+    if site.container.build == "fakeroot" and runtimes.PLATFORMS[site.container.runtime].image != "sif":
+        fail("container.build", f"--fakeroot builds are Apptainer's and Singularity's, not {site.container.runtime}'s",
+             'write build = "user" or "none"')
+    _check_gpu_mpi(site, fail)
     if site.container.mpi_mode == "bind":
         if site.mpi.flavour == "none":
             fail("container.mpi_mode", "bind mode needs a host MPI", 'use mpi_mode = "hybrid" or set [mpi]')
@@ -455,6 +556,44 @@ def _check(site: Site, fail) -> None:
         for name in table.unverified:
             if name not in fieldnames:
                 fail(f"{key}.unverified", f"'{name}' is not a key of [{key}]", did_you_mean(name, fieldnames))
+
+
+# GPU-aware Cray MPICH: MPICH_GPU_SUPPORT_ENABLED=1 needs the GTL library of the GPU stack loaded, which a
+# container's programs are not linked to: OLCF's container examples preload it; CSCS: "if either of these are
+# missing, the application will fail".
+GTL_LIBRARY = {"rocm": "libmpi_gtl_hsa", "cuda": "libmpi_gtl_cuda"}
+
+
+def gpu_mpi_enabled(value: str) -> bool:
+    """MPICH_GPU_SUPPORT_ENABLED as Cray MPICH reads it: a number, on when not zero."""
+    try:
+        return int(value.strip()) != 0
+    except ValueError:
+        return False
+
+
+def gtl_preloaded(env: Mapping[str, str], stack: str) -> bool:
+    """LD_PRELOAD names the GTL library of `stack` (an element whose file name is libmpi_gtl_hsa.so[.N])."""
+    gtl = GTL_LIBRARY.get(stack, "libmpi_gtl_")
+    return any(re.fullmatch(re.escape(gtl) + r"[a-z]*\.so(?:\.\d+)*", part.rsplit("/", 1)[-1])
+               for part in re.split(r"[:\s]+", env.get("LD_PRELOAD", "")))
+
+
+def _check_gpu_mpi(site: Site, fail) -> None:
+    """An environment that turns on Cray MPICH's GPU support preloads its GTL library, or does not turn it on: per
+    MPI mode, the environments a container run gets (collectives, container, and in bind mode the bind mode's)."""
+    tables = [("fabric.collectives.env", site.fabric.collectives.env), ("container.env", site.container.env)]
+    for mode in ("hybrid", "bind"):
+        layers = tables + ([("container.bind.env", site.container.bind.env)] if mode == "bind" else [])
+        env = {k: v for _, e in layers for k, v in e.items()}
+        where = next((key for key, e in reversed(layers) if "MPICH_GPU_SUPPORT_ENABLED" in e), "")
+        if where and gpu_mpi_enabled(env["MPICH_GPU_SUPPORT_ENABLED"]) and not gtl_preloaded(env, site.gpu.stack):
+            gtl = GTL_LIBRARY.get(site.gpu.stack, "libmpi_gtl_*")
+            fail(f"{where}.MPICH_GPU_SUPPORT_ENABLED", f"GPU support of Cray MPICH is turned on ({mode} mode) without "
+                 f"its GTL library ({gtl}) in LD_PRELOAD: the containers' programs are not linked to it and fail",
+                 f"add LD_PRELOAD with the path of {gtl}.so.0 of the site's cray-mpich (from its documentation), "
+                 "or remove MPICH_GPU_SUPPORT_ENABLED")
+            return
 
 
 def _check_scheduler(site: Site, fail) -> None:
@@ -571,9 +710,14 @@ def builtin_names() -> dict[str, str]:
         if entry.name.endswith(".toml") and not entry.name.startswith("_"):
             name = entry.name[:-5]
             names[name] = name
-            raw = tomllib.loads(entry.read_text(encoding="utf-8"))
-            for alias in raw.get("aliases", []):
-                names[alias] = name
+            try:                          # a broken shipped file is reported when it is loaded, not by every command
+                raw = tomllib.loads(entry.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+                continue
+            aliases = raw.get("aliases", [])
+            for alias in aliases if isinstance(aliases, list) else []:
+                if isinstance(alias, str):
+                    names[alias] = name
     return names
 
 

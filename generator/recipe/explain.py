@@ -19,7 +19,7 @@ def fact(site: Site, key: str) -> tuple[object, Facts | None]:
     for part in key.split("."):
         if isinstance(obj, Facts):
             table = obj
-        obj = obj[part] if hasattr(obj, "keys") else getattr(obj, part, None)
+        obj = obj.get(part) if hasattr(obj, "keys") else getattr(obj, part, None)
     return obj, table
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from generator.errors import RecipeError
 from generator.model.providers import FABRIC_PROVIDERS
-from generator.model.site import Site, Version
+from generator.model.site import Site, Version, gpu_mpi_enabled
 
 # Cray MPICH series → the MPICH release an image should build so that its libmpi.so.12
 # is ABI-compatible (OLCF: cpe images 23.12-25.03 carry MPICH 3.4.3 for cray-mpich 8.1.x; the
@@ -138,6 +138,7 @@ def plan(site: Site) -> Plan:
             "AMD publishes no runtime-only ROCm image; the runtime stage starts from the distribution and takes "
             "only ROCm's runtime libraries (ldd closure and dlopen'ed ROCr), not its compilers and headers",
             (f"images.{site.gpu.stack}",))
+    _delivery(site, say)
     mode = site.container.mpi_mode
     say("MPI mode", mode, "host MPI mounted into the container at run time" if mode == "bind"
         else "the container's own MPI, matching the host's, launched by the host launcher",
@@ -148,6 +149,44 @@ def plan(site: Site) -> Plan:
                 mpi_gpu=mpi_gpu, torch_index=sw.torch_index,
                 torch_wheel=sw.torch_wheel, gpu_home=gpu_home, cuda_home=cuda_home, pmix=pmix, mpi4py=mpi4py,
                 rocm_runtime=rocm_runtime, decisions=tuple(decisions))
+
+
+BUILD_PATH = {"user": "built at the site by a plain user (gen-recipe build; Apptainer >= 1.1 and SingularityCE >= 4 "
+                      "need no --fakeroot)",
+              "fakeroot": "built at the site with --fakeroot (gen-recipe build adds it for a plain user)",
+              "none": "not built at the site: built and pushed elsewhere (gen-recipe build --push; the image workflow), "
+                      "then pulled there (gen-recipe launch --registry prints the line)"}
+
+
+PULLED_BY_REFERENCE = ("podman-hpc", "sarus", "ce", "docker")     # runtimes gen-recipe build makes no local image for
+
+
+def _delivery(site: Site, say) -> None:
+    """How images reach the site, whose GPU libraries they run with, and whether MPI is GPU-aware in them."""
+    how = BUILD_PATH[site.container.build]
+    if site.container.build != "none" and site.container.runtime in PULLED_BY_REFERENCE:
+        how += (f"; {site.container.runtime} runs it from a registry: pushed (gen-recipe build --push), then pulled "
+                "(gen-recipe launch --registry prints the line)")
+    if site.container.image_from == "file":
+        how = ("made where there is internet and copied in as one file with its .sha256 (gen-recipe build --export); "
+               "the job checks it")
+    say("image delivery", how, "the site's documentation says where images can be built and how they reach the "
+        "compute nodes", ("container.build", "container.image_from", "container.runtime"))
+    gpu = site.gpu_user_space()
+    if gpu.stack != "none":
+        value = {True: f"the host's {'ROCm libraries (--rocm)' if gpu.stack == 'rocm' else 'driver libraries'} "
+                       f"({gpu.stack} {gpu.host}), with the images' {gpu.stack} {gpu.image}",
+                 False: f"the image's own {gpu.stack} {gpu.image} (no --rocm)"}[gpu.host_libraries]
+        say("GPU libraries in containers", value, gpu.why, ("gpu.version", f"images.{gpu.stack}.version",
+                                                           f"images.{gpu.stack}.devel"))
+    if site.mpi.flavour == "cray-mpich" and site.gpu.stack != "none":
+        on = [key for key, env in (("container.env", site.container.env), ("container.bind.env", site.container.bind.env))
+              if gpu_mpi_enabled(env.get("MPICH_GPU_SUPPORT_ENABLED", "0"))]
+        say("GPU-aware MPI in containers", f"Cray MPICH's GPU support with its GTL library preloaded ({', '.join(on)})"
+            if on else "off: MPICH_GPU_SUPPORT_ENABLED does not turn it on (GPU buffers go through the collectives library)",
+            "the containers' programs are not linked to Cray MPICH's GTL library: MPICH_GPU_SUPPORT_ENABLED=1 without "
+            "it preloaded fails (a site file that sets one without the other is refused)",
+            tuple(f"{k}.{v}" for k in on for v in ("MPICH_GPU_SUPPORT_ENABLED", "LD_PRELOAD")) or ("mpi.flavour",))
 
 
 def _libfabric(site: Site, mpi: ContainerMpi, say) -> tuple[Version | None, tuple[str, ...], str, bool]:

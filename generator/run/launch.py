@@ -51,6 +51,7 @@ class Job:
     qos: str = ""                           # "": [scheduler] job_qos (or the site's default)
     debug: bool = False                     # a short test run: [scheduler] debug_partition and debug_qos
     workloads_dir: str = ""                 # bare: the directory holding workloads/
+    registry: str = ""                      # HOST[/PATH] the image was pushed to: the script says how to pull it
     allow_root: bool = False                # running as root (CI machines): root-only runtime flags (runtimes.Options)
 
 
@@ -237,17 +238,28 @@ def launcher(site: Site, nodes: int, tasks: int, gpus: int, forward: Sequence[st
 
 # -- the plan and the script -------------------------------------------------------------------
 
-def default_image(site: Site, recipe: catalog.Recipe, runtime: str) -> str:
+def default_image(site: Site, recipe: catalog.Recipe, runtime: str, registry: str = "") -> str:
     """What the runtime runs when --image is not given: the exported file where images arrive as files
-    (`<recipe>-<site>.tar.gz` / `.sif`), `<recipe>-<site>.sif` for SIF runtimes, else what
-    `gen-recipe build` tags (in the runtime's local image form: images.convert)."""
+    (`<recipe>-<site>.tar.gz` / `.sif`), `<recipe>-<site>.sif` for SIF runtimes, the pushed reference where
+    the image is pulled from `registry` by reference, else what `gen-recipe build` tags (in the runtime's
+    local image form: images.convert)."""
     if site.container.image_from == "file":
         from generator.images.export import export_suffix
         return f"{recipe.name}-{site.name}{export_suffix(site, runtime)}"
     if runtimes.PLATFORMS[runtime].image == "sif":
         return f"{recipe.name}-{site.name}.sif"
     from generator.images import convert, tags  # the tag needs the build's content hash (renders the recipe)
-    return convert.runtime_image_name(site, tags.default_ref(site, recipe), runtime)
+    ref = tags.default_ref(site, recipe)
+    if registry and pulled(site, runtime):
+        ref = tags.retarget(ref, registry)
+    return convert.runtime_image_name(site, ref, runtime)
+
+
+def pulled(site: Site, runtime: str) -> bool:
+    """The image comes from a registry: the site cannot build (container.build = "none"), or gen-recipe build
+    makes no image the runtime runs (podman-hpc, Sarus, the container engine, docker)."""
+    plat = runtimes.PLATFORMS[runtime]
+    return site.container.build == "none" or not (plat.image == "sif" or plat.local_image)
 
 
 def workload_argv(recipe: catalog.Recipe, job: Job, ranks: int) -> tuple[str, ...]:
@@ -282,6 +294,11 @@ def _checked(option: str, value: str, kind: str, example: str) -> None:
 TIME = re.compile(r"\d{1,3}:[0-5]\d:[0-5]\d")
 
 
+# HOST[:PORT][/PATH] as OCI distribution names it: a host name, then lower-case path components.
+REGISTRY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::\d{1,5})?"
+                      r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+
+
 def check_job(site: Site, job: Job) -> None:
     """Every string of `job` as the command line gave it, checked with the site schema's kinds before it reaches a
     script (gen-recipe launch calls this first): one-line UsageErrors naming the option and a fix."""
@@ -305,6 +322,9 @@ def check_job(site: Site, job: Job) -> None:
             _checked(option, value, "word", f"{option} {example}")
     if job.workloads_dir:
         _checked("--workloads-dir", job.workloads_dir, "path", "--workloads-dir /scratch/me/gen-recipe")
+    if job.registry and not (len(job.registry) <= 255 and REGISTRY.fullmatch(job.registry)):
+        raise UsageError(f"--registry {shown(job.registry)} (or $GEN_RECIPE_REGISTRY) is not HOST[:PORT][/PATH]: give "
+                         "e.g. --registry ghcr.io/me/gen-recipe (lower-case path, no scheme, tag or digest)")
     for arg in job.workload_args:
         _checked("workload argument", arg, "arg", "-- --steps 5")
 
@@ -325,7 +345,7 @@ def plan_job(site: Site, job: Job) -> JobPlan:
     argv = workload_argv(recipe, job, job.nodes * tasks)
     if job.bare:
         argv = recipe.local(argv)
-    image = job.image or ("" if job.bare else default_image(site, recipe, rt))
+    image = job.image or ("" if job.bare else default_image(site, recipe, rt, job.registry))
     spec = recipe.python(site)
     return JobPlan(site, job, rt, mode, gpus, tasks, image, argv, recipe, rules,
                    caches=bool(spec is not None and getattr(spec, "torch_compile", False)))
@@ -335,6 +355,9 @@ def plan_job(site: Site, job: Job) -> JobPlan:
 JOB_ID = {"slurm": "SLURM_JOB_ID", "pbs": "PBS_JOBID", "torque": "PBS_JOBID", "lsf": "LSB_JOBID"}
 CACHE_ROOT = "GEN_RECIPE_KERNEL_CACHE"
 CACHE_BIND = "GEN_RECIPE_KERNEL_BIND"        # what runtimes that do not share /tmp mount (runtimes.cache_binds)
+
+
+SCRIPT_IMAGE_DIR = f"${{PWD}}/{runtimes.LOCAL_IMAGE_DIR.as_posix()}"   # images gen-recipe build made, from the job's folder
 
 
 def cache_root(site: Site) -> str:
@@ -418,6 +441,7 @@ def _header(p: JobPlan) -> list[str]:
                                                       ("qos", job.qos)) if v]
     flags += [f"--time {job.time}"] if job.time != Job.time else []
     flags += [f"--image {shlex.quote(job.image)}"] if job.image and not job.bare else []
+    flags += [f"--registry {shlex.quote(job.registry)}"] if job.registry and not job.bare else []
     flags += ["--", *map(shlex.quote, job.workload_args)] if job.workload_args else []
     if job.bare and not recipe.builtin:
         what = (f"bare run: your files and the host's python3 (holding what the image's /opt/venv holds), twin of the "
@@ -430,17 +454,60 @@ def _header(p: JobPlan) -> list[str]:
     out = ["#!/bin/bash", *(comment(d.removeprefix("#"), mark="#") for d in DIRECTIVES[site.host.scheduler](p, name)),
            comment(f"Generated by gen-recipe {__version__}: gen-recipe launch {' '.join(flags)}"),
            comment(site.description), comment(what)]
-    if p.from_file:
-        out.append(comment(f"Image: gen-recipe build --site {site.name} --recipe {shlex.quote(recipe.spec)} "
-                           f"--export {shlex.quote(p.image)} where there is internet; copy it and its .sha256 here"))
-    elif not job.bare:
-        out.append(comment("Image: " + runtimes.PLATFORMS[p.runtime].prepare.format(
-            image=shlex.quote(p.image), name=shlex.quote(f"{recipe.name}-{site.name}"), recipe=shlex.quote(recipe.spec),
-            site=site.name)))
+    if not job.bare:
+        out += [comment(x) for x in image_lines(p, flags[0].removeprefix("--site "))]
     out.append("set -euo pipefail")
     if site.host.scheduler in WORKDIR:
         out.append(f'cd "${{{WORKDIR[site.host.scheduler]}}}"')
     return out
+
+
+def image_lines(p: JobPlan, site_arg: str) -> list[str]:
+    """How the image gets to the site, as the site documents it (container.build, container.image_from): the
+    commands, each working as printed from the folder the job starts in (the image's path is relative to it)."""
+    site, job, recipe, plat = p.site, p.job, p.recipe, runtimes.PLATFORMS[p.runtime]
+    build = f"gen-recipe build --site {site_arg} --recipe {shlex.quote(recipe.spec)}"
+    sif = plat.image == "sif"
+    fmt = " --format apptainer" if sif else ""
+    if p.from_file:
+        return [f"Image: {build}{fmt} --export {shlex.quote(p.image)} where there is internet; copy it and its "
+                ".sha256 here"]
+    if not plat.pull and (job.registry or job.image is not None):
+        return [f"Image: the engine imports {shlex.quote(p.image)} when the job starts (enroot import for a squashfs)"]
+    if job.image is not None and plat.image == "oci" and pulled(site, p.runtime):
+        return [f"Image: {plat.pull.format(ref=shlex.quote(p.image))}  (--image)"]
+    if job.image is not None and not sif:
+        return [f"Image: {shlex.quote(p.image)}, given with --image"]
+    if not pulled(site, p.runtime):
+        out = ("" if job.image is None else f" --out {shlex.quote(p.image)}") if sif else \
+            (f" --runtime {p.runtime}" if plat.local_image != "oci" else "")
+        made = [f"Image: {build}{fmt}{out}" + ("  (apptainer/singularity build --fakeroot as a plain user)"
+                                             if site.container.build == "fakeroot" else "")]
+        return made + ([f"   or: {pull_command(p)}"] if job.registry and sif else [])
+    pushed = " --format apptainer" if pull_format(plat) == "apptainer" else ""
+    push = f"{build}{pushed} --push --registry {shlex.quote(job.registry or 'HOST/PATH')}"
+    why = (f"{site.name} cannot build images (container.build)" if site.container.build == "none"
+           else f"{p.runtime} runs images from a registry")
+    if not job.registry:
+        return [f"Image: {why}: {push} where images can be built, then this launch command with --registry HOST/PATH "
+                "names it" + (" and prints the line that pulls it here" if plat.pull else "")]
+    return [f"Image: {pull_command(p)}", f"   ({why}: pushed by {push} where images can be built)"]
+
+
+def pull_format(plat: runtimes.Platform) -> str:
+    """What the runtime pulls: a SIF pushed with ORAS (gen-recipe build --format apptainer --push), else the OCI image."""
+    return "apptainer" if "oras://" in plat.pull else "docker"
+
+
+def pull_command(p: JobPlan) -> str:
+    """The runtime's command that brings the image pushed to --registry to where the job runs."""
+    from generator.images import tags
+    plat = runtimes.PLATFORMS[p.runtime]
+    ref = tags.default_ref(p.site, p.recipe, registry=p.job.registry, fmt=pull_format(plat))
+    cmd = plat.pull.format(ref=shlex.quote(ref), image=shlex.quote(p.image))
+    if tags.insecure(ref) and p.runtime in ("podman", "podman-hpc"):
+        cmd = cmd.replace(" pull ", " pull --tls-verify=false ", 1)     # a registry on this machine speaks HTTP
+    return cmd
 
 
 def script(site: Site, job: Job) -> str:
@@ -462,6 +529,11 @@ def script(site: Site, job: Job) -> str:
                 f'    echo "${CACHE_ROOT} is not yours: another user made it first; set {CACHE_ROOT} to a folder '
                 'of yours" >&2', "    exit 1", "fi",
                 f"export {CACHE_ROOT} {CACHE_BIND}"]
+    local = runtimes.PLATFORMS[p.runtime].local_env(SCRIPT_IMAGE_DIR) \
+        if not job.bare and job.image is None and not pulled(site, p.runtime) else {}
+    if local:
+        out += ["", comment(f"where gen-recipe build --runtime {p.runtime} made the image (run from this folder)"),
+                *(f"export {name(k)}={word(v)}" for k, v in local.items())]
     if cmd.env:
         out += ["", *(f"export {name(k)}={word(v)}" for k, v in cmd.env.items())]
     forward = list(cmd.env)

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from generator.errors import UsageError
 from generator.model.runtimes import (LOCAL_IMAGE_DIR, NAMES, PLATFORMS, Command, Options, Platform, cache_binds,
-                                      container_env, edf, kernel_cache_env, split_bind, udocker_env)
+                                      container_env, edf, gpu_flags, kernel_cache_env, split_bind,
+                                      udocker_env)
 from generator.model.site import Site
 
 RUNTIMES = NAMES
@@ -68,4 +69,4 @@ def resolved(cmd: Command, environ: Mapping[str, str]) -> Command:
 
 
 __all__ = ["LOCAL_IMAGE_DIR", "PLATFORMS", "Command", "Options", "Platform", "RUNTIMES", "bare_env", "check_mode", "command",
-           "cache_binds", "container_env", "edf", "expand", "kernel_cache_env", "resolved", "split_bind", "udocker_env"]
+           "cache_binds", "container_env", "edf", "expand", "gpu_flags", "kernel_cache_env", "resolved", "split_bind", "udocker_env"]

@@ -106,6 +106,15 @@ def test_scripts_run_with_apptainers_shell(section, expected):
     assert rules(lint_text(defn(section), kind=DEFINITION)) == expected
 
 
+def test_compiler_variables_belong_to_the_build_not_the_image():
+    final = defn("%environment\n    export CPATH=\"/usr/local/ucx/include:$CPATH\"\n    LIBRARY_PATH=/x\n"
+                 "    export LD_LIBRARY_PATH=/x\n")
+    assert rules(lint_text(final, kind=DEFINITION)) == [(4, "AP017"), (5, "AP017")]
+    two = ("Bootstrap: docker\nFrom: debian:12\nStage: devel\n%environment\n    export CPATH=/x\n"
+           "Bootstrap: docker\nFrom: debian:12\nStage: runtime\n%environment\n    export PATH=/y\n")
+    assert rules(lint_text(two, kind=DEFINITION)) == []                 # a build stage's is the build's
+
+
 def test_sections_of_one_name_are_one_script():
     text = defn("%post\n    apt-get update -y\n    apt-get install -y --no-install-recommends curl=1\n"
                 "%environment\n    export A=1\n%post\n    rm -rf /var/lib/apt/lists/*\n")

@@ -63,6 +63,27 @@ CASES = [
      "environment variable name"),
     ("ifca", r'^\[software\]', '[software]\npython = "$(touch X)"', "software.python", "is not a path"),
     ("ifca", r"^count_per_node = 4", "count_per_node = -4", "gpu.count_per_node", "expected an integer from 0"),
+    # how images reach the site and run there (issue #31)
+    ("frontier", r'^LD_PRELOAD = .*$', "", "container.bind.env.MPICH_GPU_SUPPORT_ENABLED",
+     "without its GTL library (libmpi_gtl_hsa)"),
+    ("frontier", r'^devel = "rocm/dev-ubuntu-22.04:6.2.4"', 'devel = "rocm/dev-ubuntu-22.04:5.7.1"', "images.rocm.devel",
+     "ROCm 5.7.1 and the host's ROCm 6.2.4 are more than 2 releases apart"),
+    ("ifca", r'^devel = "nvidia/cuda:12.6.3-devel-ubuntu22.04"', 'devel = "nvidia/cuda:13.0.1-devel-ubuntu22.04"',
+     "images.cuda.devel", "CUDA 13.0.1 needs a CUDA 13 driver"),
+    ("lumi", r'^LD_LIBRARY_PATH = "/lib64:', 'MPICH_GPU_SUPPORT_ENABLED = "01"\nLD_LIBRARY_PATH = "/lib64:',
+     "container.bind.env.MPICH_GPU_SUPPORT_ENABLED", "turned on (bind mode) without its GTL library"),
+    ("lumi", r'^NCCL_NET_GDR_LEVEL = "PHB"', 'NCCL_NET_GDR_LEVEL = "PHB"\nMPICH_GPU_SUPPORT_ENABLED = "1"',
+     "fabric.collectives.env.MPICH_GPU_SUPPORT_ENABLED", "turned on (hybrid mode)"),
+    ("lumi", r'^LD_LIBRARY_PATH = "/lib64:', 'MPICH_GPU_SUPPORT_ENABLED = "1"\nLD_PRELOAD = "/x/not_libmpi_gtl_hsa.so"\n'
+     'LD_LIBRARY_PATH = "/lib64:', "container.bind.env.MPICH_GPU_SUPPORT_ENABLED", "without its GTL library"),
+    ("lumi", r'^devel = "rocm/dev-ubuntu-22.04:6.2.2"', 'devel = "rocm/dev-ubuntu-22.04:6.2.2"\nversion = "6.0.3"',
+     "images.rocm.version", "differs from the 6.2.2 that images.rocm.devel's tag says"),
+    ("lumi", r'^devel = "rocm/dev-ubuntu-22.04:6.2.2"', 'devel = "rocm/dev-ubuntu-22.04:9.1.0"', "images.rocm.devel",
+     "the images' ROCm 9.1.0: not a ROCm release series this gen-recipe knows"),
+    ("alps", r'^devel = "nvidia/cuda:12.8.1-devel-ubuntu22.04"', 'devel = "nvcr.io/nvidia/pytorch:24.05-py3"',
+     "images.cuda.version", "write images.cuda.version"),
+    ("ifca", r'^build = "none".*$', 'build = "fakeroot"', "container.build", "--fakeroot builds are Apptainer's"),
+    ("ifca", r'^build = "none".*$', 'build = "sudo"', "container.build", "is not one of user, fakeroot, none"),
 ]
 
 

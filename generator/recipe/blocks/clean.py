@@ -35,6 +35,8 @@ from hpccm.primitives.environment import environment
 from hpccm.primitives.shell import shell
 from hpccm.primitives.workdir import workdir
 
+from generator.lint.definition import BUILD_ONLY_ENV   # compiler settings: the build stage's, never the image's
+
 PIN_REASON = "Distro package versions follow the base image release; the site file pins the image, not them."
 DEF_PRAGMA = "# gen-recipe: ignore={rules}"
 DOCKER_PRAGMA = "# hadolint ignore={rules}"
@@ -202,8 +204,9 @@ def lint_clean(cls, parallel: bool = False, env: bool = False):
             super().__init__(**kwargs)
             self._clean_env = dict(self.environment_variables) if env else {}
 
-        def _clean_env_text(self) -> str:
-            return render_item(environment(variables=self._clean_env)) if self._clean_env else ""
+        def _clean_env_text(self, runtime: bool = False) -> str:   # a runtime stage: no compiler settings (AP017)
+            env = {k: v for k, v in self._clean_env.items() if not (runtime and k in BUILD_ONLY_ENV)}
+            return render_item(environment(variables=env)) if env else ""
 
         def __str__(self) -> str:
             return "\n".join(s for s in [*(render_item(x) for x in items(self)), self._clean_env_text()] if s)
@@ -212,7 +215,7 @@ def lint_clean(cls, parallel: bool = False, env: bool = False):
         def runtime(self, _from: str = "0") -> str:
             text = cls.runtime(self, _from=_from)
             text = render_item(self.rt) if len(self.rt) else text
-            return "\n".join(s for s in (text, self._clean_env_text()) if s)
+            return "\n".join(s for s in (text, self._clean_env_text(runtime=True)) if s)
 
         Clean.runtime = runtime
     Clean.__name__ = Clean.__qualname__ = cls.__name__

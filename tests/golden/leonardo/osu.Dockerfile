@@ -166,8 +166,6 @@ RUN apt-get update -y && \
 # GDRCOPY
 COPY --from=devel /usr/local/gdrcopy /usr/local/gdrcopy
 RUN echo "/usr/local/gdrcopy/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
-ENV CPATH=/usr/local/gdrcopy/include:$CPATH \
-    LIBRARY_PATH=/usr/local/gdrcopy/lib:$LIBRARY_PATH
 
 # UCX
 # Distro package versions follow the base image release; the site file pins the image, not them.
@@ -178,9 +176,7 @@ RUN apt-get update -y && \
     rm -rf /var/lib/apt/lists/*
 COPY --from=devel /usr/local/ucx /usr/local/ucx
 RUN echo "/usr/local/ucx/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
-ENV CPATH=/usr/local/ucx/include:$CPATH \
-    LIBRARY_PATH=/usr/local/ucx/lib:$LIBRARY_PATH \
-    PATH=/usr/local/ucx/bin:$PATH
+ENV PATH=/usr/local/ucx/bin:$PATH
 
 # OpenMPI
 # Distro package versions follow the base image release; the site file pins the image, not them.

@@ -1,0 +1,148 @@
+"""How images reach each site (container.build, image_from), whose GPU libraries they run with, and GPU-aware
+MPI: the launch scripts' `# Image:` lines, the runtime flags, `gen-recipe build`'s refusal (issue #31)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.images import tags
+from generator.model import site as site_mod
+from generator.run import launch
+from tests.helpers import account, all_sites, run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def image_lines(text: str) -> list[str]:
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("# Image: "))
+    out = [lines[start]]
+    out += [ln for ln in lines[start + 1:] if ln.startswith("#    ")]
+    return out
+
+
+def flat(text: str) -> str:
+    return " ".join(text.replace("\\\n", " ").split())
+
+
+def test_a_site_that_cannot_build_says_so_and_how_the_image_gets_there():
+    s = site_mod.load("lumi")
+    assert s.container.build == "none"
+    text = launch.script(s, launch.Job(account=account(s)))
+    line = image_lines(text)[0]
+    assert "lumi cannot build images (container.build)" in line
+    assert "gen-recipe build --site lumi --recipe pytorch --push --registry HOST/PATH where" in line
+    assert "then this launch command with --registry HOST/PATH names it and prints the line that pulls it" in line
+    assert "singularity build" not in text and "--fakeroot" not in text
+    pushed = launch.script(s, launch.Job(account=account(s), registry="ghcr.io/me/gen-recipe"))
+    ref = tags.default_ref(s, "pytorch", registry="ghcr.io/me/gen-recipe")     # the OCI image: LUMI documents docker://
+    assert image_lines(pushed)[0] == f"# Image: singularity pull pytorch-lumi.sif docker://{ref}"
+    assert "pushed by gen-recipe build --site lumi --recipe pytorch --push --registry " \
+           "ghcr.io/me/gen-recipe where images can be built" in image_lines(pushed)[1]
+
+
+@pytest.mark.parametrize("name", ["galileo", "hlrs"])
+def test_singularity_3_sites_print_a_build_that_runs_as_a_plain_user(name):
+    s = site_mod.load(name)
+    assert s.container.build == "fakeroot"
+    line = image_lines(launch.script(s, launch.Job(account=account(s))))[0]
+    assert line == (f"# Image: gen-recipe build --site {name} --recipe pytorch --format apptainer  "
+                    "(apptainer/singularity build --fakeroot as a plain user)")
+
+
+def test_the_pull_line_names_the_pushed_reference_for_registry_runtimes():
+    s = site_mod.load("perlmutter")
+    bare = launch.script(s, launch.Job(account=account(s)))
+    assert "podman-hpc runs images from a registry" in image_lines(bare)[0]
+    text = launch.script(s, launch.Job(account=account(s), registry="registry.example.org/me"))
+    ref = tags.default_ref(s, "pytorch", registry="registry.example.org/me")
+    assert image_lines(text)[0] == f"# Image: podman-hpc pull {ref}"
+    assert f" {ref} " in flat(text)                      # and the job runs what was pulled
+    udocker = site_mod.load("ifca")
+    text = launch.script(udocker, launch.Job(account=account(udocker), registry="registry.example.org/me"))
+    ref = tags.default_ref(udocker, "pytorch", registry="registry.example.org/me")
+    name = re.search(r"udocker create --name=(\S+) ", image_lines(text)[0]).group(1)
+    assert image_lines(text)[0] == f"# Image: udocker pull {ref} && udocker create --name={name} {ref}"
+    assert f" {name} " in flat(text)
+
+
+def test_local_scripts_name_the_build_that_makes_their_image():
+    s = site_mod.load("local")
+    for runtime, extra in (("charliecloud", " --runtime charliecloud"), ("udocker", " --runtime udocker"),
+                           ("podman", "")):
+        line = image_lines(launch.script(s, launch.Job(runtime=runtime)))[0]
+        assert line == f"# Image: gen-recipe build --site local --recipe pytorch{extra}", line
+
+
+@pytest.mark.parametrize("registry", ["a b;rm", "http://ghcr.io/me", "ghcr.io/me:5000", "GHCR.io/Me", "ghcr.io/me/x:tag",
+                                      "ghcr.io//x", "ghcr.io/me@sha256:ab", "x" * 300])
+def test_registry_is_host_and_path_checked_like_every_value_that_reaches_a_script(registry):
+    r = run_cli("launch", "--site", "lumi", "--account", "project_465000000", "--registry", registry)
+    assert r.code == 2 and r.err.count("\n") == 1 and "is not HOST[:PORT][/PATH]" in r.err, r.err
+    ok = run_cli("launch", "--site", "lumi", "--account", "project_465000000", "--registry", "127.0.0.1:5000/gen-recipe")
+    assert ok.code == 0, ok.err
+    assert "--registry 127.0.0.1:5000/gen-recipe" in next(ln for ln in ok.out.splitlines() if ln.startswith("# Generated"))
+
+
+def test_the_container_engine_says_how_its_image_gets_there():
+    s = site_mod.load("alps")
+    line = image_lines(launch.script(s, launch.Job()))[0]
+    assert line.startswith("# Image: ce runs images from a registry: gen-recipe build --site alps --recipe pytorch "
+                           "--push --registry HOST/PATH where images can be built"), line
+    text = launch.script(s, launch.Job(registry="ghcr.io/me"))
+    assert image_lines(text)[0].startswith("# Image: the engine imports ghcr.io/me/pytorch-alps:")
+    assert "--registry ghcr.io/me" in next(ln for ln in text.splitlines() if ln.startswith("# Generated by"))
+
+
+@pytest.mark.parametrize("name", all_sites())
+def test_gpu_support_of_cray_mpich_comes_with_its_gtl_library(name):
+    s = site_mod.load(name)
+    if s.mpi.flavour != "cray-mpich":
+        return
+    for mode in s.runtime().mpi_modes:
+        text = launch.script(s, launch.Job(account=account(s), mode=mode))
+        if re.search(r"MPICH_GPU_SUPPORT_ENABLED\W*=?\W*1", text):
+            preload = [ln for ln in text.splitlines() if "LD_PRELOAD" in ln]
+            assert any("libmpi_gtl_" in ln for ln in preload), (name, mode, preload)
+
+
+def test_host_rocm_is_bound_only_where_it_is_the_images_release_series():
+    lumi, frontier = site_mod.load("lumi"), site_mod.load("frontier")
+    gpu = lumi.gpu_user_space()
+    assert (str(gpu.host), str(gpu.image), gpu.host_libraries) == ("6.0.3", "6.2.2", False)
+    assert "--rocm" not in flat(launch.script(lumi, launch.Job(account=account(lumi))))
+    assert frontier.gpu_user_space().host_libraries
+    assert "apptainer exec --rocm " in flat(launch.script(frontier, launch.Job(account=account(frontier))))
+    r = run_cli("--site", "lumi", "--explain")
+    assert "GPU libraries in containers: the image's own rocm 6.2.2 (no --rocm)" in r.out
+    assert "--rocm would put the host's 6.0.3 libraries ahead of the images' 6.2.2" in r.out
+
+
+def _as_plain_user() -> list[str]:
+    if os.geteuid() != 0:
+        return []
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv is needed to run as a plain user")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_build_refuses_a_sif_for_a_site_that_cannot_build_in_one_line(tmp_path):
+    proc = subprocess.run([*_as_plain_user(), sys.executable, "-m", "generator.cli.main", "build", "--site", "lumi",
+                           "--format", "apptainer"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("gen-recipe: site lumi cannot build images (container.build = \"none\" in ")
+    assert "--push --registry HOST/PATH" in proc.stderr and "--elsewhere" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_build_runtime_form_is_refused_with_a_sif_format():
+    r = run_cli("build", "--site", "local", "--runtime", "charliecloud", "--format", "apptainer")
+    assert r.code == 2 and "--runtime charliecloud makes its image from the OCI image" in r.err
