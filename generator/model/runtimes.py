@@ -392,6 +392,11 @@ class Platform:
                                                       # made images (under image_dir) need
     shares_tmp: bool = False                          # the host's /tmp is the container's by default
 
+    @property
+    def built_here(self) -> bool:
+        """gen-recipe build makes the image this runtime runs (a SIF, or a local form); else it is pulled by reference."""
+        return self.image == "sif" or bool(self.local_image)
+
 
 _SIF = "sif"
 _BARE_VERSION = r"^\s*(\d+\.\d+\S*)\s*$"                # tools that print the version alone

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from generator.errors import RecipeError
 from generator.model.providers import FABRIC_PROVIDERS
+from generator.model.runtimes import PLATFORMS
 from generator.model.site import Site, Version, gpu_mpi_enabled
 
 # Cray MPICH series → the MPICH release an image should build so that its libmpi.so.12
@@ -158,13 +159,10 @@ BUILD_PATH = {"user": "built at the site by a plain user (gen-recipe build; Appt
                       "then pulled there (gen-recipe launch --registry prints the line)"}
 
 
-PULLED_BY_REFERENCE = ("podman-hpc", "sarus", "ce", "docker")     # runtimes gen-recipe build makes no local image for
-
-
 def _delivery(site: Site, say) -> None:
     """How images reach the site, whose GPU libraries they run with, and whether MPI is GPU-aware in them."""
     how = BUILD_PATH[site.container.build]
-    if site.container.build != "none" and site.container.runtime in PULLED_BY_REFERENCE:
+    if site.container.build != "none" and not PLATFORMS[site.container.runtime].built_here:
         how += (f"; {site.container.runtime} runs it from a registry: pushed (gen-recipe build --push), then pulled "
                 "(gen-recipe launch --registry prints the line)")
     if site.container.image_from == "file":

@@ -258,8 +258,7 @@ def default_image(site: Site, recipe: catalog.Recipe, runtime: str, registry: st
 def pulled(site: Site, runtime: str) -> bool:
     """The image comes from a registry: the site cannot build (container.build = "none"), or gen-recipe build
     makes no image the runtime runs (podman-hpc, Sarus, the container engine, docker)."""
-    plat = runtimes.PLATFORMS[runtime]
-    return site.container.build == "none" or not (plat.image == "sif" or plat.local_image)
+    return site.container.build == "none" or not runtimes.PLATFORMS[runtime].built_here
 
 
 def workload_argv(recipe: catalog.Recipe, job: Job, ranks: int) -> tuple[str, ...]:
