@@ -19,11 +19,16 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 from pathlib import Path
 
 from generator.model import site as site_mod
+from generator.recipe import catalog
 from generator.errors import UsageError, shown
-from generator.images.builders import OCI_BUILDERS, SIF_BUILDERS
+from generator.images.base import ensure_base_image
+from generator.images.builders import OCI_BUILDERS, SIF_BUILDERS, build_argv, find_builder, sif_build_argv
+from generator.images.context import CACHE_DIR, ca_bundle, write_context
+from generator.images.process import ToolMissing, stderr_progress
 from generator.images.oci import build_image
 from generator.images.sif import build_sif
 from generator.images.tags import DEFAULT_REGISTRY, default_ref
@@ -56,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--elsewhere", action="store_true",
                         help="this machine is not the site: build a SIF for a site that cannot build its own "
                         "(container.build = \"none\", e.g. LUMI)")
+    parser.add_argument("--context", type=Path, default=None, metavar="DIR",
+                        help="write the build context (the recipe file and what it copies) to DIR instead of building, "
+                        "and print the command that builds it there (apptainer build, podman build, ...)")
     parser.add_argument("--export", type=Path, default=None, metavar="FILE",
                         help="write the image as the site's runtime runs it from a file (air-gapped sites): "
                         "FILE.tar.gz for Charliecloud, FILE.sif for Apptainer/Singularity, with FILE.sha256 beside it")
@@ -72,9 +80,42 @@ def _size(n: int) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
+def _context(site, args: argparse.Namespace) -> int:
+    """--context DIR: the build context written to DIR, and the command that builds it there."""
+    recipe = catalog.load(args.recipe)
+    folder = args.context
+    if args.format == "apptainer":
+        tool = args.builder or (site.container.runtime if site.container.runtime in SIF_BUILDERS else "apptainer")
+        if tool not in SIF_BUILDERS:
+            raise UsageError(f"--builder {tool} cannot build the apptainer format (use one of {', '.join(SIF_BUILDERS)})")
+        argv = sif_build_argv(tool, f"{recipe.name}-{site.name}.sif", f"{recipe.name}.def",
+                              fakeroot=site.container.build == "fakeroot")
+    else:
+        try:
+            builder = find_builder("docker", args.builder)
+        except ToolMissing:
+            builder = args.builder or "podman"              # printed for a machine that has it
+        if shutil.which(builder) and builder in ("podman", "docker"):
+            ensure_base_image(site, builder=builder)        # a localhost/ base the build's FROM names
+        secret = ca_bundle() if site.software.pip_cert_secret and builder != "ch-image" else None
+        argv = build_argv(builder, Path("."), default_ref(site, recipe), secret=secret)
+    files = write_context(site, recipe, args.format, folder, CACHE_DIR, stderr_progress)
+    print(f"build context: {shown(folder)} ({len(files)} files)")
+    if site.container.build == "none" and args.format == "apptainer":
+        print(f"site {site.name} cannot build images (container.build = \"none\" in {shown(site.path)}"
+              f"{sources(site.container)}): run this on a machine that can, then push the SIF or copy it to {site.name}")
+    print(f"build it there: cd {shlex.quote(str(folder))} && {shlex.join(argv)}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     site = site_mod.load(args.site)
     push = (args.registry or True) if args.push else None
+    if args.context:
+        if args.push or args.tag or args.target or args.out or args.export or args.runtime or args.elsewhere:
+            raise UsageError("--context writes a folder to build in: leave out --push, --tag, --target, --out, "
+                             "--export, --runtime and --elsewhere")
+        return _context(site, args)
     if args.export:
         if args.push or args.tag or args.target or args.out:
             raise UsageError("--export writes one file: leave out --push, --tag, --target and --out")

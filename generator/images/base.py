@@ -45,3 +45,13 @@ def _make_base(site: Site, image: str, store: str, progress: Callable[[str], Non
         stream(("mmdebstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", suite, str(tar)),
                 progress, f"make the base image {image}")
         stream((store, "import", "--change", 'CMD ["/bin/bash"]', str(tar), image), progress, f"import {image}")
+
+
+def save_base_archives(site: Site, dest: Path, progress: Callable[[str], None] = stderr_progress) -> None:
+    """For a site whose definitions start from OCI archives (images.<stack>.bootstrap = "oci-archive"): each
+    base image saved from podman's store into the build context `dest`, under the name `From:` gives it."""
+    need("podman", f"save the base images of site {site.name} for its definitions (bootstrap oci-archive)")
+    ensure_base_image(site, builder="podman", progress=progress)
+    for image in dict.fromkeys((site.base.devel, site.base.runtime)):
+        stream(("podman", "save", "--quiet", "--format", "oci-archive", "-o", str(dest / site.base.source(image)), image),
+               progress, f"save {image} for the definition")

@@ -51,6 +51,11 @@ def build_argv(builder: str, context: Path, tag: str, *, target: str | None = No
     raise UsageError(f"unknown builder '{builder}' (valid: {', '.join(OCI_BUILDERS)})")
 
 
+def sif_build_argv(tool: str, sif: str, definition: str, *, fakeroot: bool, force: bool = False) -> tuple[str, ...]:
+    """`apptainer build` (or `singularity build`) of `definition` into `sif`, run in the build context."""
+    return (tool, "build", *(("--force",) if force else ()), *(("--fakeroot",) if fakeroot else ()), sif, definition)
+
+
 def exists_argv(builder: str, tag: str) -> tuple[str, ...]:
     return {"docker": ("docker", "image", "inspect", tag), "ch-image": ("ch-image", "list", tag)}.get(
         builder, ("podman", "image", "exists", tag))

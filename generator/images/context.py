@@ -9,11 +9,13 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from generator.files import one_at_a_time
+from generator.errors import UsageError, shown
+from generator.files import inside, one_at_a_time, read_text, write_set
 from generator.recipe import catalog, render
 from generator.model.app import IGNORED
 from generator.recipe.payload import workloads_dir
 from generator.model.site import Site
+from generator.images.base import save_base_archives
 from generator.images.process import BuildFailed, ToolMissing, stream
 
 
@@ -63,6 +65,8 @@ def prepare_context(site: Site, recipe: str | catalog.Recipe, fmt: str, dest: Pa
     r = catalog.load(recipe)
     text = render.recipe_text(site, r, fmt)
     (dest / ("Dockerfile" if fmt == "docker" else f"{r.name}.def")).write_text(text, encoding="utf-8")
+    if fmt == "apptainer" and site.base.bootstrap == "oci-archive":
+        save_base_archives(site, dest, progress)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", *IGNORED)
     if r.payload:
         shutil.copytree(workloads_dir(), dest / "workloads", ignore=ignore)
@@ -83,3 +87,32 @@ def prepare_context(site: Site, recipe: str | catalog.Recipe, fmt: str, dest: Pa
         except OSError:
             shutil.copy2(src, target)
     return text
+
+
+CONTEXT_MARK = ".gen-recipe-context"           # in a --context folder: the files the last write put there
+
+
+def write_context(site: Site, recipe: str | catalog.Recipe, fmt: str, folder: Path, cache_dir: Path,
+                  progress: Callable[[str], None]) -> tuple[str, ...]:
+    """Write the build context (`prepare_context`) into `folder` as one set through the write path, for a
+    build that runs there; a folder an earlier call wrote loses the files that this context no longer has.
+    Refuses a folder that holds anything else. Returns the files, relative to `folder`."""
+    mark = folder / CONTEXT_MARK
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--context {shown(folder)}: exists and is not a folder; name a new or empty folder")
+    if folder.is_dir() and any(folder.iterdir()) and not mark.is_file():
+        raise UsageError(f"--context {shown(folder)}: the folder holds files gen-recipe did not write there; "
+                         "name a new or empty folder")
+    before = set(read_text(mark, "context list").splitlines()) if mark.is_file() else set()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="context-", dir=cache_dir) as tmp:
+        prepare_context(site, recipe, fmt, Path(tmp), cache_dir, progress)
+        rels = tuple(sorted(p.relative_to(tmp).as_posix() for p in Path(tmp).rglob("*") if p.is_file()))
+        files: dict[Path, str | bytes] = {folder / rel: (Path(tmp) / rel).read_bytes() for rel in rels}
+    files[mark] = "".join(f"{rel}\n" for rel in rels)
+    write_set(files, root=folder, flag=None)
+    for rel in sorted(before - set(rels)):                   # left from an earlier context of another recipe
+        stale = inside(folder, rel, "context file")
+        if stale.is_file() and not stale.is_symlink():
+            stale.unlink()
+    return rels

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from generator.recipe import catalog
 from generator.model.site import Site
-from generator.images.builders import BuildResult, find_builder, inspect_argv
+from generator.images.builders import BuildResult, find_builder, inspect_argv, sif_build_argv
 from generator.images.context import CACHE_DIR, prepare_context
 from generator.images.process import PushNotVerified, need, stderr_progress, stream
 from generator.images.registry import push_target
@@ -41,8 +41,8 @@ def build_sif(site: Site, recipe: str | catalog.Recipe, *, out: Path | None = No
             # a plain user: Apptainer >= 1.1 and SingularityCE >= 4 find their way unprivileged (fakeroot, or proot,
             # which SingularityCE 4 takes only when --fakeroot is not given); Singularity 3.x needs --fakeroot; a
             # build for another site (container.build = "none": build --elsewhere) keeps --fakeroot as well
-            fakeroot = ("--fakeroot",) if os.geteuid() != 0 and site.container.build != "user" else ()
-            stream((tool, "build", "--force", *fakeroot, str(sif), f"{recipe.name}.def"), progress,
+            fakeroot = os.geteuid() != 0 and site.container.build != "user"
+            stream(sif_build_argv(tool, str(sif), f"{recipe.name}.def", fakeroot=fakeroot, force=True), progress,
                     f"{tool} build of {sif.name}", cwd=Path(ctx))
         stamp.write_text(ref + "\n")
     blob = "sha256:" + file_sha256(sif)

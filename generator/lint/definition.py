@@ -229,6 +229,16 @@ def check_header(stage: Stage, index: int, target: Target = Target()) -> list[Hi
         first = {"apptainer": since[0], "singularity": since[1]}[target.name]
         need = f"{target.name} {'.'.join(map(str, first))} or later" if first else f"Apptainer, not {target.name}"
         hits.append((boot.line, "AP002", f"`Bootstrap: {agent}` needs {need} (target {target})"))
+    source = stage.get("from")
+    if agent == "docker" and source and re.match(r"(?:docker://)?localhost/", source.value):
+        hits.append((source.line, "AP018", f"`From: {source.value}` pulls from a registry at https://localhost "
+                     "(port 443), not from podman's or Docker's image store where localhost/ images live; "
+                     "`podman save --format oci-archive -o base.oci.tar IMAGE` and `Bootstrap: oci-archive` "
+                     "`From: base.oci.tar`, or a registry with its port (localhost:5000/...)"))
+    if agent == "docker-daemon":
+        hits.append((boot.line, "AP019", "`Bootstrap: docker-daemon` reads the image from a Docker daemon's socket "
+                     "where the build runs; HPC login nodes run none (nor does rootless podman): build from a "
+                     "registry (`docker`), or from `podman save --format oci-archive` (`oci-archive`)"))
     for alternatives in AGENTS[agent]:
         if not any((stage.get(k) and stage.get(k).value) for k in alternatives):
             need = " or ".join(f"`{k.capitalize() if k != 'mirrorurl' else 'MirrorURL'}:`" for k in alternatives)
@@ -300,6 +310,22 @@ def pipefail_at(line: int, shell_name: str, shell_args: Sequence[str], commands:
     if shell_name not in ("sh", "dash", "ash") and "pipefail" in shell_args:
         return True
     return any(c.program == "set" and "pipefail" in c.words and c.line < line for c in commands)
+
+
+def relative_files(stage: Stage) -> list[Hit]:
+    """AP020: `%files` sources that are relative paths: Apptainer reads them from the folder `apptainer build`
+    runs in, not from the definition's folder (`%files from STAGE` copies from a stage: not these)."""
+    hits: list[Hit] = []
+    for s in stage.of("files", "appfiles"):
+        if s.name == "files" and s.args.split("#")[0].strip():
+            continue
+        relative = [fields[0] for _, text in s.body
+                    if (fields := text.split("#")[0].split()) and not fields[0].startswith(("/", "$", "{{"))]
+        if relative:
+            hits.append((s.line, "AP020", f"`%{s.name}` copies {', '.join(relative[:3])}"
+                         f"{', ...' if len(relative) > 3 else ''} from the folder `apptainer build` runs in, not "
+                         "from this file's folder: build there, or say where in the file's header"))
+    return hits
 
 
 def check_post(stage: Stage) -> list[tuple[int, str, str, frozenset[str]]]:
@@ -383,7 +409,9 @@ def pragma_lines(text: str, stages: Sequence[Stage]) -> dict[int, frozenset[str]
 
 
 BUILD_ONLY_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "PKG_CONFIG_PATH")
-_ASSIGNED = re.compile(r"^\s*(?:export\s+)?(" + "|".join(BUILD_ONLY_ENV) + r")=")
+# `CPATH=`, `export CPATH=`, `export A=1 CPATH=`, `declare -x CPATH=`, `readonly CPATH=`
+_ASSIGNED = re.compile(r"^\s*(?:(?:export|declare|typeset|readonly|local)(?:\s+-\w+)*\s+(?:\S+\s+)*?)?("
+                       + "|".join(BUILD_ONLY_ENV) + r")=")
 
 
 def _build_env(stage: Stage) -> list[Hit]:
@@ -413,6 +441,7 @@ def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int,
         elif k == 1 and not target.multistage:
             hits.append((stage.line, "AP008", f"a second stage needs Singularity 3.2 or later (target {target})"))
         hits += check_sections(stage, k, names, target)
+        hits += relative_files(stage)
         hits += [(line, rule, msg) for line, rule, msg, ignore in check_post(stage) if rule not in ignore]
         names.append(stage.name)
     hits += _build_env(stages[-1])

@@ -330,6 +330,20 @@ _APPTAINER = (
          "and libraries of the build; in the image's %environment they reach every program it runs, and "
          "`export CPATH=/x:$CPATH` with CPATH unset leaves an empty element, which GCC reads as the current folder. "
          "Set them in %post of the stage that builds.", "definition"),
+    Rule("AP018", "warning", "`Bootstrap: docker` from localhost/: a registry at https://localhost, not the local "
+         "image store", "Apptainer's docker agent pulls `From:` from a registry. podman and Docker name images "
+         "that exist only in their own store localhost/NAME; Apptainer then asks https://localhost:443 for it. "
+         "Save the image as an OCI archive and use `Bootstrap: oci-archive`, or name the registry with its port.",
+         "definition"),
+    Rule("AP019", "info", "`Bootstrap: docker-daemon` needs a Docker daemon where the build runs",
+         "The agent reads the image through the Docker daemon's socket. HPC login nodes run no Docker daemon, and "
+         "rootless podman serves no socket unless `podman system service` runs. A registry (`docker`) or an OCI "
+         "archive (`oci-archive`) builds anywhere.", "definition"),
+    Rule("AP020", "info", "A relative `%files` source: read from the folder `apptainer build` runs in",
+         "Apptainer resolves relative %files sources against the current directory of `apptainer build`, not the "
+         "definition's folder: `apptainer build x.sif sub/x.def` run elsewhere stops with `cp: cannot stat`. "
+         "Build from the folder that holds them, and say so in the file (the generator's files say how to "
+         "write that folder, and silence this rule on the line before the section).", "definition"),
 )
 
 TIMED_OUT = Rule(

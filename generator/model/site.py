@@ -263,11 +263,17 @@ class BaseImages:
     runtime: str = fact("rocm/dev-ubuntu-22.04:6.2.4", doc="image the runtime stage starts from", kind="image")
     distro: Distro = fact("ubuntu")
     distro_version: Version = fact("22.04")
-    bootstrap: Literal["docker", "localimage", "oras", "library"] = fact("docker", "docker",
-                                                                        "Apptainer bootstrap agent for these images")
+    bootstrap: Literal["docker", "localimage", "oras", "library", "oci-archive"] = fact(
+        "docker", "docker", "Apptainer bootstrap agent for these images (oci-archive: localhost/ images, saved from "
+        "podman's store into the build context by gen-recipe build)")
     version: Optional[Version] = fact("6.2.4", None, "the GPU stack's version these images carry (ROCm, CUDA); "
                                     "read from the devel image's tag when left out (AMD's rocm/* and NVIDIA's "
                                     "nvidia/cuda images only)")
+
+    def source(self, image: str) -> str:
+        """What a definition's `From:` says for `image`: the image, or with `oci-archive` the archive's file in
+        the build context (localhost/debian:bookworm -> localhost-debian-bookworm.oci.tar)."""
+        return re.sub(r"[^A-Za-z0-9._-]", "-", image) + ".oci.tar" if self.bootstrap == "oci-archive" else image
 
     def tagged_version(self) -> Version | None:
         """The GPU stack's version in the devel image's tag, for the images whose tags say it: AMD's rocm/*
@@ -469,6 +475,10 @@ def _check(site: Site, fail) -> None:
             fail("gpu.version", f"missing the {site.gpu.stack} version", 'add e.g. version = "6.2.4"')
         if site.gpu.count_per_node < 1:
             fail("gpu.count_per_node", "a GPU stack needs at least one GPU per node", "set count_per_node = 1 or more")
+    for stack, images in site.images.items():
+        if images.bootstrap == "oci-archive" and not all(i.startswith("localhost/") for i in (images.devel, images.runtime)):
+            fail(f"images.{stack}.bootstrap", "oci-archive is for images in this machine's podman store (localhost/...)",
+                 'use bootstrap = "docker" for images from a registry')
     if site.gpu.stack not in site.images:
         fail("images", f"no base images for the GPU stack '{site.gpu.stack}'", f"add an [images.{site.gpu.stack}] table")
     elif site.gpu.stack != "none":

@@ -321,7 +321,7 @@ def check_job(site: Site, job: Job) -> None:
             _checked(option, value, "word", f"{option} {example}")
     if job.workloads_dir:
         _checked("--workloads-dir", job.workloads_dir, "path", "--workloads-dir /scratch/me/gen-recipe")
-    if job.registry and not (len(job.registry) <= 255 and REGISTRY.fullmatch(job.registry)):
+    if job.registry and not job.bare and not (len(job.registry) <= 255 and REGISTRY.fullmatch(job.registry)):
         raise UsageError(f"--registry {shown(job.registry)} (or $GEN_RECIPE_REGISTRY) is not HOST[:PORT][/PATH]: give "
                          "e.g. --registry ghcr.io/me/gen-recipe (lower-case path, no scheme, tag or digest)")
     for arg in job.workload_args:
@@ -430,7 +430,7 @@ def _header(p: JobPlan) -> list[str]:
     name = "-".join(x for x in (recipe.name, workload, site.name) if x) + ("-bare" if job.bare else "")
     builtin = Path(site.path).name == f"{site.name}.toml" and Path(site.path).parent.name == "sites" \
         and site_mod.builtin_names().get(site.name) == site.name
-    flags = [f"--site {shlex.quote(site.name if builtin else str(site.path))}", f"--recipe {shlex.quote(recipe.spec)}",
+    flags = [f"--site {shlex.quote(site.name if builtin else str(Path(site.path).absolute()))}", f"--recipe {shlex.quote(recipe.spec)}",
              *([f"--workload {workload}"] if workload else []), f"--nodes {job.nodes}", f"--mode {p.mode}"]
     flags += [f"--gpus-per-node {job.gpus_per_node}"] if job.gpus_per_node is not None else []
     flags += [f"--tasks-per-node {job.tasks_per_node}"] if job.tasks_per_node else []
@@ -475,8 +475,9 @@ def image_lines(p: JobPlan, site_arg: str) -> list[str]:
         return [f"Image: the engine imports {shlex.quote(p.image)} when the job starts (enroot import for a squashfs)"]
     if job.image is not None and plat.image == "oci" and pulled(site, p.runtime):
         return [f"Image: {plat.pull.format(ref=shlex.quote(p.image))}  (--image)"]
-    if job.image is not None and not sif:
-        return [f"Image: {shlex.quote(p.image)}, given with --image"]
+    if job.image is not None and (not sif or "://" in job.image):
+        return [f"Image: {shlex.quote(p.image)}, given with --image" + (" (the runtime pulls it when the job starts)"
+                                                                        if "://" in job.image else "")]
     if not pulled(site, p.runtime):
         out = ("" if job.image is None else f" --out {shlex.quote(p.image)}") if sif else \
             (f" --runtime {p.runtime}" if plat.local_image != "oci" else "")

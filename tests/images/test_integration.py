@@ -192,6 +192,39 @@ def test_the_printed_image_command_makes_what_the_script_runs(local_build, local
         convert.drop_runtime_image(local_site, local_build.ref, "udocker", cache_dir=CACHE / "images")
 
 
+def _image_id(ref: str) -> str:
+    return subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", ref], capture_output=True, text=True,
+                          check=True, timeout=60).stdout.strip()
+
+
+def test_the_context_folder_builds_the_same_image_with_the_command_printed_for_it(local_build, run_env, tmp_path):
+    """The generated files' header names `gen-recipe build --context DIR`; the build command it prints, run as
+    printed, makes the image gen-recipe build made (podman's layer cache: the same steps, the same files). The
+    definition's context holds the base image as the OCI archive its `From:` names."""
+    header = next(ln for ln in (REPO / "tests" / "golden" / "local" / "pytorch.Dockerfile").read_text().splitlines()
+                  if "--context" in ln)
+    assert header == "#   gen-recipe build --site local --recipe pytorch --format docker --context DIR", header
+    before = _image_id(local_build.ref)
+    made = gen_recipe(*header.removeprefix("#   gen-recipe ").replace("DIR", str(tmp_path / "ctx")).split(),
+                      env=run_env)
+    assert made.returncode == 0, made.stderr
+    line = made.stdout.splitlines()[-1]
+    assert line.startswith(f"build it there: cd {tmp_path / 'ctx'} && podman build ") and local_build.ref in line
+    built = subprocess.run(["bash", "-c", line.removeprefix("build it there: ")], capture_output=True, text=True,
+                           timeout=900, env=run_env)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert _image_id(local_build.ref) == before
+    made = gen_recipe("build", "--site", "local", "--format", "apptainer", "--context", str(tmp_path / "def"),
+                      env=run_env)
+    assert made.returncode == 0, made.stderr
+    source = re.search(r"^From: (.*)$", (tmp_path / "def" / "pytorch.def").read_text(), re.M).group(1)
+    config = subprocess.run(["skopeo", "inspect", "--config", f"oci-archive:{tmp_path / 'def' / source}"],
+                            capture_output=True, text=True, check=True, timeout=120).stdout
+    layers = subprocess.run(["podman", "image", "inspect", "--format", "{{json .RootFS.Layers}}", "localhost/debian:bookworm"],
+                            capture_output=True, text=True, check=True, timeout=60).stdout
+    assert json.loads(config)["rootfs"]["diff_ids"] == json.loads(layers)
+
+
 def test_podman_launch_script_two_ranks(pushed, run_env, tmp_path):
     """mpirun starting one podman container per rank (host namespaces, /tmp, the host user)."""
     script = tmp_path / "job-podman.sh"

@@ -146,3 +146,47 @@ def test_build_refuses_a_sif_for_a_site_that_cannot_build_in_one_line(tmp_path):
 def test_build_runtime_form_is_refused_with_a_sif_format():
     r = run_cli("build", "--site", "local", "--runtime", "charliecloud", "--format", "apptainer")
     assert r.code == 2 and "--runtime charliecloud makes its image from the OCI image" in r.err
+
+
+@pytest.mark.parametrize("name, command", [
+    ("frontier", "apptainer build pytorch-frontier.sif pytorch.def"),
+    ("galileo", "singularity build --fakeroot pytorch-galileo.sif pytorch.def"),
+    ("lumi", "singularity build pytorch-lumi.sif pytorch.def")])
+def test_context_is_a_folder_where_the_printed_build_command_finds_what_the_definition_copies(
+        name, command, tmp_path, monkeypatch):
+    """`build --context DIR` writes the definition with every relative %files source beside it, and prints the
+    build command to run there (the site's tool; --fakeroot where the site builds that way)."""
+    monkeypatch.chdir(tmp_path)
+    r = run_cli("build", "--site", name, "--format", "apptainer", "--context", "ctx")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0].startswith("build context: ctx (") and lines[-1] == f"build it there: cd ctx && {command}"
+    assert ("cannot build images" in r.out) == (name == "lumi")
+    definition = (tmp_path / "ctx" / "pytorch.def").read_text()
+    sources = [ln.split()[0] for section in re.findall(r"^%files\n((?:    .*\n)+)", definition, re.M)
+               for ln in section.splitlines()]
+    assert sources and all((tmp_path / "ctx" / s).exists() for s in sources), sources
+    again = run_cli("build", "--site", name, "--context", "ctx")            # the Dockerfile's context replaces it
+    assert again.code == 0 and "build it there: cd ctx && " in again.out
+    assert not (tmp_path / "ctx" / "pytorch.def").exists() and (tmp_path / "ctx" / "Dockerfile").is_file()
+
+
+def test_context_refuses_a_folder_that_holds_other_files_and_options_it_does_not_use(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep\n")
+    (tmp_path / "a-file").write_text("")
+    for argv, said in ((("--context", "mine"), "--context mine: the folder holds files gen-recipe did not write"),
+                       (("--context", "a-file"), "--context a-file: exists and is not a folder"),
+                       (("--context", "new", "--push"), "--context writes a folder to build in: leave out --push")):
+        r = run_cli("build", "--site", "frontier", *argv)
+        assert r.code == 2 and said in r.err and r.err.count("\n") == 1, r.err
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep\n" and not (tmp_path / "new").exists()
+
+
+def test_a_definition_starts_from_an_oci_archive_only_of_an_image_made_here(tmp_path):
+    text = (REPO / "sites" / "local.toml").read_text().replace('devel = "localhost/debian:bookworm"',
+                                                                'devel = "docker.io/library/debian:bookworm"')
+    (tmp_path / "s.toml").write_text(text)
+    r = run_cli("--site", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    assert r.code == 2 and "images.none.bootstrap" in r.err and "oci-archive is for images in this machine" in r.err

@@ -108,6 +108,7 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
 
         self += comment("Python environment (" + VENV + ")")
         if wheels and not docker():
+            self += context_note()
             self += copy(files={w: p for w, p in zip(wheels, wheel_paths)})
         venv_flags = " --system-site-packages" if system_site_packages else ""
         commands = [f"{q(python)} -m venv{venv_flags} {VENV}"]
@@ -127,6 +128,7 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
             staged = [posixpath.join("/app-wheels", w.removeprefix("app/")) if docker() else
                       posixpath.join(WHEELS_STAGING, posixpath.basename(w)) for w in app_wheels]
             if app_wheels and not docker():       # staged like the site's wheel (python_env above), then removed
+                self += context_note()
                 self += copy(files=dict(zip(app_wheels, staged)))
             app_cmd = [f"{env}{pip} {' '.join(map(q, [*staged, *app]))}"]
             if app_wheels and not docker():
@@ -150,8 +152,16 @@ class payload(bb_base):  # noqa: N801
     def __init__(self, *, src: str = "workloads") -> None:
         super().__init__()
         self += comment("Workloads (python -m workloads.<name>)")
+        self += context_note()
         self += copy(src=src, dest=posixpath.join(WORKLOADS_DIR, "workloads"))
         self += environment(variables={"PYTHONPATH": WORKLOADS_DIR})
+
+
+def context_note() -> list:
+    """Before a copy from the build context in a definition: its relative sources are read from the folder
+    `apptainer build` runs in (lint AP020), which the file's header names."""
+    return [] if docker() else [comment("Relative sources: the build context the header names", reformat=False),
+                                comment("gen-recipe: ignore=AP020", reformat=False)]
 
 
 class app_files(bb_base):  # noqa: N801
@@ -169,6 +179,8 @@ class app_files(bb_base):  # noqa: N801
         super().__init__()
         self.__kept = tuple(dict.fromkeys([*files.values(), *keep]))
         self += comment("Application files")
+        if files:
+            self += context_note()
         for src, dest in files.items():
             self += copy(src=posixpath.join("app", src), dest=dest)
         if commands:

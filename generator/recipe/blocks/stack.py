@@ -15,7 +15,7 @@ from generator.model.site import Site
 from generator.recipe.blocks import fabric, mpi
 from generator.recipe.blocks.libcheck import compile_check, library_check
 from generator.recipe.blocks.rocm import rocm_runtime
-from generator.recipe.blocks.clean import baseimage
+from generator.recipe.blocks.clean import baseimage, docker
 from generator.recipe.blocks.common import finish, ospackages, payload, python_env
 from generator.recipe.context import hpccm_distro
 
@@ -41,7 +41,7 @@ def _distro(site: Site) -> str:
 
 def base(site: Site, which: str, name: str) -> baseimage:
     image = site.base.devel if which == "devel" else site.base.runtime
-    return baseimage(image=image, _as=name, _distro=_distro(site), _arch=site.host.arch,
+    return baseimage(image=image if docker() else site.base.source(image), _as=name, _distro=_distro(site), _arch=site.host.arch,
                      _bootstrap=site.base.bootstrap)
 
 
