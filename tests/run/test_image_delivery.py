@@ -190,3 +190,18 @@ def test_a_definition_starts_from_an_oci_archive_only_of_an_image_made_here(tmp_
     (tmp_path / "s.toml").write_text(text)
     r = run_cli("--site", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
     assert r.code == 2 and "images.none.bootstrap" in r.err and "oci-archive is for images in this machine" in r.err
+
+
+def test_udocker_image_is_a_container_name_not_a_registry_reference():
+    r = run_cli("launch", "--site", "local", "--runtime", "udocker", "--workload", "mnist", "--image",
+                "127.0.0.1:5000/gen-recipe/pytorch-local:1")
+    assert r.code == 2 and r.err.count("\n") == 1 and "udocker runs a created container, named by --image" in r.err
+    assert "udocker create --name=NAME 127.0.0.1:5000/gen-recipe/pytorch-local:1" in r.err
+    ok = run_cli("launch", "--site", "local", "--runtime", "udocker", "--workload", "mnist", "--image", "mine")
+    assert ok.code == 0 and "setup --execmode=P1 mine\n" in ok.out
+
+
+def test_an_image_the_runtime_pulls_itself_is_not_built_over():
+    r = run_cli("launch", "--site", "frontier", "--account", "abc", "--image", "docker://ghcr.io/me/x:1")
+    assert r.code == 0 and "# Image: docker://ghcr.io/me/x:1, given with --image (the runtime pulls it" in r.out
+    assert "--out docker://" not in r.out
