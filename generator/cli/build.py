@@ -26,7 +26,8 @@ from generator.model import site as site_mod
 from generator.recipe import catalog
 from generator.errors import UsageError, shown
 from generator.images.base import ensure_base_image
-from generator.images.builders import OCI_BUILDERS, SIF_BUILDERS, build_argv, find_builder, sif_build_argv
+from generator.images.builders import (OCI_BUILDERS, PLATFORM, SIF_BUILDERS, build_argv, find_builder,
+                                       sif_build_argv)
 from generator.images.context import CACHE_DIR, ca_bundle, write_context
 from generator.images.process import ToolMissing, stderr_progress
 from generator.images.oci import build_image
@@ -61,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--elsewhere", action="store_true",
                         help="this machine is not the site: build a SIF for a site that cannot build its own "
                         "(container.build = \"none\", e.g. LUMI)")
-    parser.add_argument("--context", type=Path, default=None, metavar="DIR",
+    parser.add_argument("--context", default=None, metavar="DIR",
                         help="write the build context (the recipe file and what it copies) to DIR instead of building, "
                         "and print the command that builds it there (apptainer build, podman build, ...)")
     parser.add_argument("--export", type=Path, default=None, metavar="FILE",
@@ -82,8 +83,10 @@ def _size(n: int) -> str:
 
 def _context(site, args: argparse.Namespace) -> int:
     """--context DIR: the build context written to DIR, and the command that builds it there."""
+    if not args.context:
+        raise UsageError("--context '' is empty: name a new or empty folder")
     recipe = catalog.load(args.recipe)
-    folder = args.context
+    folder = Path(args.context)
     if args.format == "apptainer":
         tool = args.builder or (site.container.runtime if site.container.runtime in SIF_BUILDERS else "apptainer")
         if tool not in SIF_BUILDERS:
@@ -98,23 +101,27 @@ def _context(site, args: argparse.Namespace) -> int:
         if shutil.which(builder) and builder in ("podman", "docker"):
             ensure_base_image(site, builder=builder)        # a localhost/ base the build's FROM names
         secret = ca_bundle() if site.software.pip_cert_secret and builder != "ch-image" else None
-        argv = build_argv(builder, Path("."), default_ref(site, recipe), secret=secret)
+        # the site's platform always: the command may run on a machine of another architecture
+        argv = build_argv(builder, Path("."), default_ref(site, recipe), secret=secret,
+                          platform=PLATFORM.get(site.host.arch, site.host.arch))
     files = write_context(site, recipe, args.format, folder, CACHE_DIR, stderr_progress)
     print(f"build context: {shown(folder)} ({len(files)} files)")
     if site.container.build == "none" and args.format == "apptainer":
         print(f"site {site.name} cannot build images (container.build = \"none\" in {shown(site.path)}"
               f"{sources(site.container)}): run this on a machine that can, then push the SIF or copy it to {site.name}")
-    print(f"build it there: cd {shlex.quote(str(folder))} && {shlex.join(argv)}")
+    cd = str(folder) if folder.is_absolute() or not str(folder).startswith("-") else f"./{folder}"   # not an option
+    print(f"build it there: cd {shlex.quote(cd)} && {shlex.join(argv)}")
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     site = site_mod.load(args.site)
     push = (args.registry or True) if args.push else None
-    if args.context:
-        if args.push or args.tag or args.target or args.out or args.export or args.runtime or args.elsewhere:
+    if args.context is not None:
+        if args.push or args.tag or args.target or args.out or args.export or args.runtime or args.elsewhere \
+                or args.cache_from or args.cache_to:
             raise UsageError("--context writes a folder to build in: leave out --push, --tag, --target, --out, "
-                             "--export, --runtime and --elsewhere")
+                             "--export, --runtime, --elsewhere, --cache-from and --cache-to")
         return _context(site, args)
     if args.export:
         if args.push or args.tag or args.target or args.out:

@@ -96,23 +96,38 @@ def write_context(site: Site, recipe: str | catalog.Recipe, fmt: str, folder: Pa
                   progress: Callable[[str], None]) -> tuple[str, ...]:
     """Write the build context (`prepare_context`) into `folder` as one set through the write path, for a
     build that runs there; a folder an earlier call wrote loses the files that this context no longer has.
-    Refuses a folder that holds anything else. Returns the files, relative to `folder`."""
+    Refuses, before writing anything, a folder that is a link, that holds anything else, or whose list of
+    earlier files names a path outside it. Returns the files, relative to `folder`."""
+    where = f"--context {shown(folder)}"
     mark = folder / CONTEXT_MARK
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--context {shown(folder)}: exists and is not a folder; name a new or empty folder")
-    if folder.is_dir() and any(folder.iterdir()) and not mark.is_file():
-        raise UsageError(f"--context {shown(folder)}: the folder holds files gen-recipe did not write there; "
-                         "name a new or empty folder")
-    before = set(read_text(mark, "context list").splitlines()) if mark.is_file() else set()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="context-", dir=cache_dir) as tmp:
+    try:
+        if folder.is_symlink():
+            raise UsageError(f"{where}: is a symbolic link; name the folder itself")
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{where}: exists and is not a folder; name a new or empty folder")
+        if folder.is_dir() and any(folder.iterdir()) and not mark.is_file():
+            raise UsageError(f"{where}: the folder holds files gen-recipe did not write there; name a new or empty "
+                             "folder")
+    except OSError as exc:
+        raise UsageError(f"{where}: {exc.strerror}; name a folder you can write") from None
+    before = read_text(mark, "context list").splitlines() if mark.is_file() else []
+    for rel in before:
+        if not rel or "\0" in rel:
+            raise UsageError(f"{shown(mark)}: not a list gen-recipe wrote (an empty line or a NUL byte); remove the "
+                             "folder or name another")
+        inside(folder, rel, "file of the list")
+    with tempfile.TemporaryDirectory(prefix="gen-recipe-context-") as tmp:
         prepare_context(site, recipe, fmt, Path(tmp), cache_dir, progress)
         rels = tuple(sorted(p.relative_to(tmp).as_posix() for p in Path(tmp).rglob("*") if p.is_file()))
         files: dict[Path, str | bytes] = {folder / rel: (Path(tmp) / rel).read_bytes() for rel in rels}
     files[mark] = "".join(f"{rel}\n" for rel in rels)
     write_set(files, root=folder, flag=None)
-    for rel in sorted(before - set(rels)):                   # left from an earlier context of another recipe
-        stale = inside(folder, rel, "context file")
+    for rel in sorted(set(before) - set(rels)):              # left from an earlier context of another recipe
+        stale = inside(folder, rel, "file of the list")
         if stale.is_file() and not stale.is_symlink():
             stale.unlink()
+        for parent in stale.parents:                         # and the folders that held only such files
+            if parent == folder or not parent.is_dir() or parent.is_symlink() or any(parent.iterdir()):
+                break
+            parent.rmdir()
     return rels

@@ -277,8 +277,9 @@ def check_sections(stage: Stage, index: int, earlier: Sequence[str], target: Tar
             elif not target.multistage:
                 hits.append((s.line, "AP008", f"`%files from` needs Singularity 3.2 or later (target {target})"))
             elif fields[1] not in earlier:
+                hint = did_you_mean(fields[1], [e for e in earlier if e]) or "no earlier stage has a name (`Stage:`)"
                 hits.append((s.line, "AP007", f"`%files from {fields[1]}`: no earlier stage is named "
-                                              f"'{fields[1]}' ({did_you_mean(fields[1], earlier)})"))
+                                              f"'{fields[1]}' ({hint})"))
     for name in set(RUN_SCRIPTS + SHEBANG_SCRIPTS + SOURCED):
         given = [s for s in stage.of(name) if s.args.split("#")[0].strip()]
         if len({s.args for s in given}) > 1:
@@ -409,16 +410,17 @@ def pragma_lines(text: str, stages: Sequence[Stage]) -> dict[int, frozenset[str]
 
 
 BUILD_ONLY_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "PKG_CONFIG_PATH")
-# `CPATH=`, `export CPATH=`, `export A=1 CPATH=`, `declare -x CPATH=`, `readonly CPATH=`
-_ASSIGNED = re.compile(r"^\s*(?:(?:export|declare|typeset|readonly|local)(?:\s+-\w+)*\s+(?:\S+\s+)*?)?("
-                       + "|".join(BUILD_ONLY_ENV) + r")=")
+# `CPATH=`, `export CPATH=`, `export A=1 CPATH=`, `declare -x CPATH=`, `export "CPATH=..."`, at the start of a line or of
+# a command after ; & | ( { then do else
+_ASSIGNED = re.compile(r"(?:^|[;&|({]|\b(?:then|do|else)\b)\s*(?:(?:export|declare|typeset|readonly|local)"
+                       r"(?:\s+-\w+)*\s+(?:[^\s;&|]+\s+)*?)?[\"']?(" + "|".join(BUILD_ONLY_ENV) + r")=")
 
 
 def _build_env(stage: Stage) -> list[Hit]:
     """AP017: the final stage's %environment sets a variable only compilers read."""
     return [(number, "AP017", f"{found.group(1)} in %environment: set it in the %post that builds, not for every "
              "program of the image") for s in stage.of(*SOURCED) for number, text in s.body
-            if (found := _ASSIGNED.match(text))]
+            if not text.lstrip().startswith("#") and (found := _ASSIGNED.search(re.split(r"\s#", text)[0]))]
 
 
 def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int, frozenset[str]]]:

@@ -485,16 +485,18 @@ def image_lines(p: JobPlan, site_arg: str) -> list[str]:
     if not pulled(site, p.runtime):
         out = ("" if job.image is None else f" --out {shlex.quote(p.image)}") if sif else \
             (f" --runtime {p.runtime}" if plat.local_image != "oci" else "")
-        made = [f"Image: {build}{fmt}{out}" + ("  (apptainer/singularity build --fakeroot as a plain user)"
-                                             if site.container.build == "fakeroot" else "")]
+        made = [f"Image: {build}{fmt}{out}"]
+        if site.container.build == "fakeroot":
+            made.append("   (it runs apptainer/singularity build --fakeroot for a plain user, as this site builds)")
         return made + ([f"   or: {pull_command(p)}"] if job.registry and sif else [])
     pushed = " --format apptainer" if pull_format(plat) == "apptainer" else ""
     push = f"{build}{pushed} --push --registry {shlex.quote(job.registry or 'HOST/PATH')}"
     why = (f"{site.name} cannot build images (container.build)" if site.container.build == "none"
            else f"{p.runtime} runs images from a registry")
     if not job.registry:
-        return [f"Image: {why}: {push} where images can be built, then this launch command with --registry HOST/PATH "
-                "names it" + (" and prints the line that pulls it here" if plat.pull else "")]
+        return [f"Image: {push}",
+                f"   (where images can be built: {why}; then this launch command with --registry HOST/PATH names "
+                "the pushed image" + (" and prints the line that pulls it here)" if plat.pull else ")")]
     return [f"Image: {pull_command(p)}", f"   ({why}: pushed by {push} where images can be built)"]
 
 

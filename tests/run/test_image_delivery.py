@@ -36,10 +36,11 @@ def test_a_site_that_cannot_build_says_so_and_how_the_image_gets_there():
     s = site_mod.load("lumi")
     assert s.container.build == "none"
     text = launch.script(s, launch.Job(account=account(s)))
-    line = image_lines(text)[0]
-    assert "lumi cannot build images (container.build)" in line
-    assert "gen-recipe build --site lumi --recipe pytorch --push --registry HOST/PATH where" in line
-    assert "then this launch command with --registry HOST/PATH names it and prints the line that pulls it" in line
+    line, note = image_lines(text)[:2]
+    assert line == "# Image: gen-recipe build --site lumi --recipe pytorch --push --registry HOST/PATH"
+    assert "where images can be built: lumi cannot build images (container.build)" in flat(note)
+    assert "then this launch command with --registry HOST/PATH names the pushed image and prints the line" in flat(
+        "\n".join(image_lines(text)).replace("#    ", ""))
     assert "singularity build" not in text and "--fakeroot" not in text
     pushed = launch.script(s, launch.Job(account=account(s), registry="ghcr.io/me/gen-recipe"))
     ref = tags.default_ref(s, "pytorch", registry="ghcr.io/me/gen-recipe")     # the OCI image: LUMI documents docker://
@@ -52,15 +53,16 @@ def test_a_site_that_cannot_build_says_so_and_how_the_image_gets_there():
 def test_singularity_3_sites_print_a_build_that_runs_as_a_plain_user(name):
     s = site_mod.load(name)
     assert s.container.build == "fakeroot"
-    line = image_lines(launch.script(s, launch.Job(account=account(s))))[0]
-    assert line == (f"# Image: gen-recipe build --site {name} --recipe pytorch --format apptainer  "
-                    "(apptainer/singularity build --fakeroot as a plain user)")
+    line, note = image_lines(launch.script(s, launch.Job(account=account(s))))[:2]
+    assert line == f"# Image: gen-recipe build --site {name} --recipe pytorch --format apptainer"
+    assert note == "#    (it runs apptainer/singularity build --fakeroot for a plain user, as this site builds)"
 
 
 def test_the_pull_line_names_the_pushed_reference_for_registry_runtimes():
     s = site_mod.load("perlmutter")
     bare = launch.script(s, launch.Job(account=account(s)))
-    assert "podman-hpc runs images from a registry" in image_lines(bare)[0]
+    assert image_lines(bare)[0] == "# Image: gen-recipe build --site perlmutter --recipe pytorch --push --registry HOST/PATH"
+    assert "podman-hpc runs images from a registry" in image_lines(bare)[1]
     text = launch.script(s, launch.Job(account=account(s), registry="registry.example.org/me"))
     ref = tags.default_ref(s, "pytorch", registry="registry.example.org/me")
     assert image_lines(text)[0] == f"# Image: podman-hpc pull {ref}"
@@ -81,6 +83,24 @@ def test_local_scripts_name_the_build_that_makes_their_image():
         assert line == f"# Image: gen-recipe build --site local --recipe pytorch{extra}", line
 
 
+COMMANDS = ("gen-recipe", "singularity", "apptainer", "podman-hpc", "podman", "udocker", "ch-image", "sarus", "docker")
+
+
+@pytest.mark.parametrize("name", all_sites())
+def test_every_image_line_is_a_command_as_printed(name):
+    """The `# Image:` line of every runtime's script, with and without --registry, is one shell command (notes go
+    on the lines after it), or says the image was given or is imported by the engine."""
+    s = site_mod.load(name)
+    for rt in s.runtimes:
+        for registry in ("", "ghcr.io/me/gen-recipe"):
+            line = image_lines(launch.script(s, launch.Job(account=account(s), runtime=rt.name,
+                                                           registry=registry)))[0].removeprefix("# Image: ")
+            if line.startswith("the engine imports"):
+                continue
+            proc = subprocess.run(["bash", "-n", "-c", line], capture_output=True, text=True, timeout=30)
+            assert proc.returncode == 0 and line.split()[0] in COMMANDS, (rt.name, registry, line, proc.stderr)
+
+
 @pytest.mark.parametrize("registry", ["a b;rm", "http://ghcr.io/me", "ghcr.io/me:5000", "GHCR.io/Me", "ghcr.io/me/x:tag",
                                       "ghcr.io//x", "ghcr.io/me@sha256:ab", "x" * 300])
 def test_registry_is_host_and_path_checked_like_every_value_that_reaches_a_script(registry):
@@ -93,9 +113,9 @@ def test_registry_is_host_and_path_checked_like_every_value_that_reaches_a_scrip
 
 def test_the_container_engine_says_how_its_image_gets_there():
     s = site_mod.load("alps")
-    line = image_lines(launch.script(s, launch.Job()))[0]
-    assert line.startswith("# Image: ce runs images from a registry: gen-recipe build --site alps --recipe pytorch "
-                           "--push --registry HOST/PATH where images can be built"), line
+    line, note = image_lines(launch.script(s, launch.Job()))[:2]
+    assert line == "# Image: gen-recipe build --site alps --recipe pytorch --push --registry HOST/PATH", line
+    assert note.startswith("#    (where images can be built: ce runs images from a registry"), note
     text = launch.script(s, launch.Job(registry="ghcr.io/me"))
     assert image_lines(text)[0].startswith("# Image: the engine imports ghcr.io/me/pytorch-alps:")
     assert "--registry ghcr.io/me" in next(ln for ln in text.splitlines() if ln.startswith("# Generated by"))
@@ -205,3 +225,31 @@ def test_an_image_the_runtime_pulls_itself_is_not_built_over():
     r = run_cli("launch", "--site", "frontier", "--account", "abc", "--image", "docker://ghcr.io/me/x:1")
     assert r.code == 0 and "# Image: docker://ghcr.io/me/x:1, given with --image (the runtime pulls it" in r.out
     assert "--out docker://" not in r.out
+
+
+def test_context_hostile_folders_and_lists_are_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run_cli("build", "--site", "frontier", "--context", "ctx").code == 0
+    written = {p: p.read_bytes() for p in (tmp_path / "ctx").rglob("*") if p.is_file()}
+    (tmp_path / "link").symlink_to("ctx")
+    mark = tmp_path / "ctx" / ".gen-recipe-context"
+    for argv, said, edit in (
+            (("--context", "link"), "--context link: is a symbolic link", None),
+            (("--context", ""), "--context '' is empty", None),
+            (("--context", "ctx", "--cache-from", "type=gha"), "leave out --push", None),
+            (("--context", "ctx"), "a file of the list must be a relative path inside ctx", "../victim/x\n"),
+            (("--context", "ctx"), "not a list gen-recipe wrote", "\0bin\n")):
+        if edit:
+            mark.write_bytes(written[mark] + edit.encode())
+        r = run_cli("build", "--site", "galileo", "--format", "apptainer", *argv)
+        assert r.code == 2 and said in r.err and r.err.count("\n") == 1, r.err
+        if edit:
+            mark.write_bytes(written[mark])
+    assert {p: p.read_bytes() for p in (tmp_path / "ctx").rglob("*") if p.is_file()} == written
+
+
+def test_context_commands_name_the_sites_platform_and_a_folder_that_is_not_an_option(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run_cli("build", "--site", "alps", "--context=-dash")
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[-1].startswith("build it there: cd ./-dash && podman build --layers --platform linux/arm64 ")
