@@ -98,7 +98,7 @@ def test_rocm_major_breaks_minor_is_a_note(tmp_path, rocm, severity):
 
 def test_pmi_that_srun_does_not_offer_breaks():
     facts = detect_kind("cray-cxi-rocm", **{"srun --mpi=list": "MPI plugin types are...\n\tnone\n\tcray_shasta\n"})
-    d = by_key(compare(site_mod.load("frontier"), facts))["mpi.pmi"]
+    d = by_key(compare(site_mod.load("lumi"), facts))["mpi.pmi"]
     assert d.severity == "breaks" and "srun --mpi=pmi2 would fail" in d.message
 
 

@@ -49,5 +49,5 @@ export APPTAINERENV_TRITON_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/triton"
 export APPTAINERENV_MIOPEN_USER_DB_PATH="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
 export APPTAINERENV_MIOPEN_CUSTOM_CACHE_DIR="${GEN_RECIPE_KERNEL_CACHE:-}/miopen"
 
-srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 --gpus-per-task=1 --gpu-bind=closest --mpi=pmi2 apptainer exec \
+srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=7 --gpus-per-task=1 --gpu-bind=closest apptainer exec \
     --rocm pytorch-odo.sif python3 -m workloads.cnn --mode ddp
