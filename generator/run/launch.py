@@ -345,9 +345,9 @@ def plan_job(site: Site, job: Job) -> JobPlan:
     if job.bare:
         argv = recipe.local(argv)
     if job.image and not job.bare and runtimes.PLATFORMS[rt].image == "container" and re.search(r"[/:@]", job.image):
+        make = runtimes.PLATFORMS[rt].pull.format(ref=shlex.quote(job.image), image="NAME")
         raise UsageError(f"--image {shown(job.image)}: {rt} runs a created container, named by --image; for an image "
-                         f"in a registry: udocker pull {shlex.quote(job.image)} && udocker create --name=NAME "
-                         f"{shlex.quote(job.image)}, then --image NAME (or --registry HOST/PATH for the pushed image)")
+                         f"in a registry: {make}, then --image NAME (or --registry HOST/PATH for the pushed image)")
     image = job.image or ("" if job.bare else default_image(site, recipe, rt, job.registry))
     spec = recipe.python(site)
     return JobPlan(site, job, rt, mode, gpus, tasks, image, argv, recipe, rules,
