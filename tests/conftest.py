@@ -34,6 +34,30 @@ def pytest_xdist_make_scheduler(config, log):
     return Grouped(config, log)
 
 
+class WorkerTime:
+    """How long each xdist worker was busy (the sum of its tests' setup, call and teardown), printed at the
+    end: with the --durations list, where a part's wall time goes (one group's worker, or both)."""
+
+    def __init__(self) -> None:
+        self.busy: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        node = getattr(report, "node", None)          # set by xdist's controller on each worker's report
+        if node is not None:
+            worker = node.gateway.id
+            self.busy[worker] = self.busy.get(worker, 0.0) + report.duration
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.busy:
+            terminalreporter.write_line("busy per worker: " + ", ".join(
+                f"{w} {s:.0f} s" for w, s in sorted(self.busy.items())))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):   # xdist's controller
+        config.pluginmanager.register(WorkerTime(), "gen-recipe-worker-time")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fuzz-long", action="store_true",
                      help="run the site-file fuzzer for 20,000 cases instead of CI's 2,000 (tests/model/test_fuzz.py)")

@@ -166,30 +166,29 @@ def test_launch_scripts_hybrid_mpi_and_bare_twin(ch_image, run_env, tmp_path):
     assert records[False]["torch"] == records[True]["torch"] == "2.13.0+cpu"
 
 
-def test_the_printed_image_command_makes_what_the_script_runs(local_build, local_site, run_env, tmp_path):
+def test_the_printed_image_command_makes_what_the_script_runs(local_build, run_env, tmp_path):
     """Each local launch script's `# Image:` command, run as printed from the folder the job runs in, makes the image
     the script then runs (Charliecloud's directory, udocker's container, podman's tag)."""
     import os
+    # udocker's container of the image stays (about the image's size on disk): the rehearsals and the suite's
+    # udocker comparisons run this same image, and loading it again costs a minute each time
     env = {**run_env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{run_env.get('PATH', os.defpath)}"}
-    try:
-        for runtime, form in (("charliecloud", " --runtime charliecloud"), ("udocker", " --runtime udocker"),
-                              ("podman", "")):
-            script = tmp_path / f"job-{runtime}.sh"
-            made = gen_recipe("launch", "--site", "local", "--runtime", runtime, "--workload", "mnist", "--out",
-                              str(script), "--", *SMOKE[3:], env=env)
-            assert made.returncode == 0, made.stderr
-            line = next(ln for ln in script.read_text().splitlines() if ln.startswith("# Image: "))
-            assert line == f"# Image: gen-recipe build --site local --recipe pytorch{form}", line
-            printed = subprocess.run(["bash", "-c", line.removeprefix("# Image: ")], cwd=REPO, env=env,
-                                     capture_output=True, text=True, timeout=900)
-            assert printed.returncode == 0, printed.stderr[-2000:]
-            assert printed.stdout.startswith(f"up to date: {local_build.ref} "), printed.stdout
-            proc = subprocess.run(["bash", str(script)], cwd=REPO, env=env, capture_output=True, text=True,
-                                  timeout=600, start_new_session=True)
-            assert proc.returncode == 0, (runtime, proc.stderr[-3000:])
-            assert last_json(proc.stdout)["workload"] == "mnist"
-    finally:
-        convert.drop_runtime_image(local_site, local_build.ref, "udocker", cache_dir=CACHE / "images")
+    for runtime, form in (("charliecloud", " --runtime charliecloud"), ("udocker", " --runtime udocker"),
+                          ("podman", "")):
+        script = tmp_path / f"job-{runtime}.sh"
+        made = gen_recipe("launch", "--site", "local", "--runtime", runtime, "--workload", "mnist", "--out",
+                          str(script), "--", *SMOKE[3:], env=env)
+        assert made.returncode == 0, made.stderr
+        line = next(ln for ln in script.read_text().splitlines() if ln.startswith("# Image: "))
+        assert line == f"# Image: gen-recipe build --site local --recipe pytorch{form}", line
+        printed = subprocess.run(["bash", "-c", line.removeprefix("# Image: ")], cwd=REPO, env=env,
+                                 capture_output=True, text=True, timeout=900)
+        assert printed.returncode == 0, printed.stderr[-2000:]
+        assert printed.stdout.startswith(f"up to date: {local_build.ref} "), printed.stdout
+        proc = subprocess.run(["bash", str(script)], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=600, start_new_session=True)
+        assert proc.returncode == 0, (runtime, proc.stderr[-3000:])
+        assert last_json(proc.stdout)["workload"] == "mnist"
 
 
 def _image_id(ref: str) -> str:
