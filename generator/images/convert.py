@@ -10,11 +10,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.files import one_at_a_time
+from generator.files import one_at_a_time, write_atomic
 from generator.run.runtimes import LOCAL_IMAGE_DIR, PLATFORMS, udocker_env
 from generator.model.site import Site
 from generator.images.process import BuildFailed, ToolMissing, need, quiet, stderr_progress
@@ -52,8 +52,8 @@ def runtime_image(site: Site, ref: str, runtime: str, *, cache_dir: Path = LOCAL
                   progress: Progress = stderr_progress) -> str:
     """Turn a podman image `ref` into what `runtime` runs (its `Platform.local_image`), reusing what exists:
     directory → an unpacked directory image (podman export + /ch/environment, docs/runtimes.md §5);
-    container → a created udocker container name (udocker load of an uncompressed OCI layout from podman
-    save; a docker-archive loads but cannot be created from), exec mode P1, run with `Platform.local_env`;
+    container → a created udocker container name (podman export streamed into udocker import --tocontainer,
+    the image's config as its container.json), exec mode P1, run with `Platform.local_env`;
     oci → `ref` itself. Runtimes without a local form (SIF, EDF, ...) need a prebuilt image."""
     kind = PLATFORMS[runtime].local_image
     if not kind:
@@ -124,17 +124,25 @@ def _link_copy(tree: Path, tmp: Path, content: str, progress: Progress) -> bool:
     return False
 
 
-def _unpack(ref: str, tmp: Path, content: str, progress: Progress, dest: Path) -> None:
-    progress(f"unpacking {ref} into {dest} (podman export)")
+def _exported(ref: str, into: Sequence[str], what: str, **kw) -> None:
+    """`ref`'s file tree (podman export of a created container) streamed into the command `into`: the tree is
+    written once, by the reader."""
     cid = quiet(("podman", "create", "--read-only", ref, "/bin/true"), f"create a container of {ref}",
                  text=True).stdout.strip()
     try:
         with subprocess.Popen(("podman", "export", cid), stdout=subprocess.PIPE) as exp:
-            tar = subprocess.run(("tar", "-x", "-C", str(tmp)), stdin=exp.stdout, capture_output=True)
-        if exp.returncode or tar.returncode:
-            raise BuildFailed(f"podman export of {ref} failed: {tar.stderr.decode(errors='replace').strip()[-300:]}")
+            proc = subprocess.run(list(into), stdin=exp.stdout, capture_output=True, **kw)
+        if exp.returncode or proc.returncode:
+            err = proc.stderr.decode(errors="replace").strip()[-300:]
+            raise BuildFailed(f"{what} failed: podman export exited {exp.returncode}, {into[0]} {proc.returncode}"
+                              + (f" ({err})" if err else ""))
     finally:
         subprocess.run(("podman", "rm", "-f", cid), capture_output=True)
+
+
+def _unpack(ref: str, tmp: Path, content: str, progress: Progress, dest: Path) -> None:
+    progress(f"unpacking {ref} into {dest} (podman export)")
+    _exported(ref, ("tar", "-x", "-C", str(tmp)), f"unpacking {ref}")
     env = quiet(("podman", "image", "inspect", "--format", "{{range .Config.Env}}{{println .}}{{end}}", ref),
                  f"inspect {ref}", text=True).stdout
     (tmp / "ch").mkdir(exist_ok=True)
@@ -180,10 +188,10 @@ def _udocker_container(ref: str, name: str, cache_dir: Path, progress: Progress)
     home = Path(env["UDOCKER_DIR"])
     # one load at a time in a repository: images that share layers would write the same layer files
     with one_at_a_time(home / ".gen-recipe.lock", lambda: progress(f"waiting for another udocker load into {home}")):
-        return _udocker_load(ref, name, u, env, home, cache_dir, progress)
+        return _udocker_load(ref, name, u, env, home, progress)
 
 
-def _udocker_load(ref: str, name: str, u: tuple[str, ...], env: dict[str, str], home: Path, cache_dir: Path,
+def _udocker_load(ref: str, name: str, u: tuple[str, ...], env: dict[str, str], home: Path,
                   progress: Progress) -> str:
     (home / "lib").mkdir(parents=True, exist_ok=True)
     (home / "lib" / "VERSION").write_text("1.2.11\n")    # use host tools, skip the udockertools download
@@ -193,27 +201,21 @@ def _udocker_load(ref: str, name: str, u: tuple[str, ...], env: dict[str, str], 
         wrapper.chmod(0o755)
     if subprocess.run((*u, "inspect", name), capture_output=True, env=env).returncode == 0:
         return name
-    image = f"localhost/gen-recipe-udocker/{name.lower()}:latest"   # a tagged name: a digest ref saves without one
-    quiet(("podman", "tag", ref, image), f"tag {ref} for udocker")
+    progress(f"importing {ref} into udocker (podman export | udocker import --tocontainer)")
     try:
-        with tempfile.TemporaryDirectory(prefix="udocker-load-", dir=cache_dir) as tmp:
-            layout = Path(tmp) / "oci"
-            progress(f"loading {ref} into udocker (podman save --format oci-dir --uncompressed, udocker load)")
-            quiet(("podman", "save", "--format", "oci-dir", "--uncompressed", "-o", str(layout), image),
-                   f"podman save {ref}")       # uncompressed: half the time of an oci-archive (no gzip)
-            # streamed: no archive file beside the layout (one image's size less on disk at the peak)
-            with subprocess.Popen(("tar", "-cf", "-", "-C", str(layout), "."), stdout=subprocess.PIPE) as tar:
-                quiet((*u, "load"), f"udocker load {ref}", env=env, stdin=tar.stdout)
-            if tar.returncode:
-                raise BuildFailed(f"archive {ref} for udocker failed: tar exited {tar.returncode}")
-    finally:
-        # name the tag to drop: a bare `podman untag IMAGE` drops every name, `ref` included
-        subprocess.run(("podman", "untag", image, image), capture_output=True)
-    quiet((*u, "create", f"--name={name}", image), f"udocker create {name}", env=env)
-    # the container is a full copy: its image's layers are not needed to run it (docs/runtimes.md §6)
-    quiet((*u, "rmi", image), f"udocker rmi {image}", env=env)
-    # P1 (PRoot, through the wrapper): R1 with the host runc runs, but udocker 1.3.17 then exits 1 even on success
-    quiet((*u, "setup", "--execmode=P1", name), f"udocker setup {name}", env=env)
+        # the file tree straight into the container: written once (save + load + create wrote it three times)
+        _exported(ref, (*u, "import", "--tocontainer", f"--name={name}", "-", f"gen-recipe/{name.lower()}:latest"),
+                  f"udocker import {ref}", env=env)
+        # import writes a blank config: the image's own (Env, User, Cmd, WorkingDir), as `udocker create` keeps it
+        root = quiet((*u, "inspect", "-p", name), f"udocker inspect {name}", env=env, text=True).stdout.strip()
+        config = quiet(("podman", "image", "inspect", "--format", '{"architecture": {{json .Architecture}}, '
+                        '"os": {{json .Os}}, "config": {{json .Config}}}', ref), f"inspect {ref}", text=True).stdout
+        write_atomic(Path(root).parent / "container.json", config)
+        # P1 (PRoot, through the wrapper): R1 with the host runc runs, but udocker 1.3.17 then exits 1 on success
+        quiet((*u, "setup", "--execmode=P1", name), f"udocker setup {name}", env=env)
+    except BaseException:
+        subprocess.run((*u, "rm", name), capture_output=True, env=env)     # not taken for made by the next run
+        raise
     return name
 
 
