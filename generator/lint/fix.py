@@ -122,6 +122,14 @@ def _install_edits(lines: Sequence[str], commands: Sequence[shell.Command], pip_
                    later: Sequence[shell.Command] = ()):
     """`later`: the commands that run after these (for what --no-install-recommends may drop)."""
     for k, c in enumerate(commands):
+        if c.program == "apt" and "DL3027" not in c.ignore:
+            for n in range(c.line, c.end + 1):
+                found = re.search(r"(?<![\w/.-])apt(?=\s+(install|update|upgrade|remove|purge)\b)", lines[n - 1])
+                if found:
+                    new = lines[n - 1][:found.start()] + "apt-get" + lines[n - 1][found.end():]
+                    yield Edit(n - 1, n, (new,), ("DL3027",), f"apt {found.group(1)} -> apt-get {found.group(1)}",
+                               unsafe=_apt_risk(found.group(1), commands[k + 1:]))
+                    break
         inst = shell.install(c)
         if inst is None:
             continue
@@ -132,13 +140,6 @@ def _install_edits(lines: Sequence[str], commands: Sequence[shell.Command], pip_
                 if e:
                     yield e
             continue
-        if c.program == "apt" and "DL3027" not in c.ignore:
-            for n in range(c.line, c.end + 1):
-                new = re.sub(r"(?<![\w/.-])apt(?=\s+(install|update|upgrade|remove|purge)\b)", "apt-get",
-                             lines[n - 1], count=1)
-                if new != lines[n - 1]:
-                    yield Edit(n - 1, n, (new,), ("DL3027",), "apt -> apt-get")
-                    break
         if m.yes_rule not in c.ignore and not shell.says_yes(inst):
             e = _flag_edit(lines, c, _sub(c, m), m.yes_flag, (m.yes_rule,), f"{c.program} {_sub(c, m)} {m.yes_flag}")
             if e:
@@ -152,26 +153,131 @@ def _install_edits(lines: Sequence[str], commands: Sequence[shell.Command], pip_
                 yield e
 
 
+APT_CACHE_CLEAN = re.compile(r"^(apt-get|apt) (.* )?(clean|autoclean)\b|^rm .*/var/cache/apt")
+
+
+def _apt_risk(sub: str, after: Sequence[shell.Command]) -> str:
+    """Why `apt SUB` -> `apt-get SUB` may change what the step leaves in the image ("": it provably does not);
+    `after`: the commands after the install that the step runs."""
+    if sub == "upgrade":
+        return "apt upgrade installs the new packages an upgrade needs, apt-get upgrade holds those upgrades back"
+    if sub == "install" and not any(APT_CACHE_CLEAN.search(" ".join(d.words)) for d in after):
+        return ("apt deletes the .deb files it downloaded, apt-get keeps them in /var/cache/apt/archives (unless the "
+                "image's apt configuration removes them): add `apt-get clean` after it")
+    return ""
+
+
+# what reads the apt lists (/var/lib/apt/lists): resolving, downloading or showing packages
+_READS_LISTS = {"apt-get": {"install", "download", "source", "build-dep", "upgrade", "dist-upgrade", "full-upgrade",
+                            "satisfy", "reinstall", "check"},
+                "apt": {"install", "reinstall", "upgrade", "full-upgrade", "show", "search", "list", "policy",
+                        "depends", "rdepends", "satisfy", "download", "source", "build-dep", "showsrc", "madison"}}
+
+
+def reads_apt_lists(commands: Sequence[shell.Command]) -> shell.Command | None:
+    """The first command that needs the apt lists while none are there (no `apt-get update` before it)."""
+    for c in commands:
+        sub = next((w for w in c.words[1:] if not w.startswith("-")), "")
+        if c.program in ("apt-get", "apt") and sub == "update":
+            return None
+        if c.program in ("apt-cache", "aptitude") or sub in _READS_LISTS.get(c.program, ()):
+            return c
+    return None
+
+
 def _sub(c: shell.Command, m: shell.Manager) -> str:
     return next((w for w in c.words[1:] if w in m.installs), "install")
 
 
-def _shell_risk(image: str, commands: Sequence[shell.Command], script: str) -> str:
-    """Why running these commands with bash -o pipefail instead of sh may change the build ("": it does not)."""
+# the shell's own echo and printf: with fixed words they fail only when their reader has gone
+QUIET_WRITERS = frozenset({"echo", "printf"})
+# filters that read their whole input and fail only on an unreadable input or a bad option
+FILTERS = frozenset({"tr", "sort", "uniq", "cut", "tac", "rev", "base64", "cat"})
+# readers that read their input to the end (with the options that would stop them early excluded below)
+READS_ALL = FILTERS | {"tee", "wc", "sed", "awk", "grep", "sha256sum", "sha512sum", "md5sum", "gpg", "apt-key", "xxd",
+                       "od", "column", "paste", "fold", "nl", "dd"}
+_STOPS_GREP = re.compile(r"-[A-Za-z]*[qlLm][A-Za-z0-9]*|--(quiet|silent|max-count|files-with(out)?-match(es)?)(=.*)?")
+_SED_QUIT = re.compile(r"(^|[;{}\s]|^\d+|\$|/)[qQ](\s*\d*\s*($|[;}]))")
+
+
+def _never_ends(c: shell.Command) -> bool:
+    return c.program == "yes" or c.program == "tail" and any(w in ("-f", "-F", "--follow") or w.startswith("--follow=")
+                                                              for w in c.words[1:]) \
+        or c.program in ("cat", "head", "dd") and any(w.endswith(("/dev/zero", "/dev/urandom", "/dev/random"))
+                                                      for w in c.words[1:])
+
+
+def _stops_early(c: shell.Command) -> bool:
+    args = c.words[1:]
+    return c.program == "head" or c.program in shell.SHELLS or re.fullmatch(r"python[0-9.]*|perl|ruby|node", c.program) \
+        is not None or c.program == "grep" and any(_STOPS_GREP.fullmatch(w) for w in args) \
+        or c.program == "sed" and any(_SED_QUIT.search(w) for w in args if not w.startswith("-")) \
+        or c.program == "awk" and any(re.search(r"\bexit\b", w) for w in args)
+
+
+def pipe_risk(pipe: Sequence[shell.Command]) -> str:
+    """Why `set -o pipefail` may change this pipeline's status in a build that passes without it ("" when it
+    provably does not: only echo/printf with fixed words, or filters, write into readers of the whole input)."""
+    if len(pipe) < 2:
+        return ""
+    for c in pipe[:-1]:
+        if _never_ends(c):
+            return (f"`{' '.join(c.words)[:40]}` (line {c.line}) never ends: its reader's exit ends it with SIGPIPE, which "
+                    "fails the step under pipefail")
+    for c in pipe[1:]:
+        if _stops_early(c):
+            return (f"a pipe into `{c.program}` (line {c.line}) may close early: with pipefail the writer's SIGPIPE "
+                    "fails the step")
+    for k, c in enumerate(pipe[:-1]):
+        fixed = not any("__SUB__" in w for w in c.words)
+        if not (c.program in QUIET_WRITERS and fixed or k > 0 and c.program in FILTERS and fixed and len(c.words) == 1
+                or k > 0 and c.program in FILTERS - {"cat"} and fixed):
+            return (f"under pipefail a failure of `{c.program}` (line {c.line}) fails the step; without it only "
+                    f"`{pipe[-1].program}`'s status counts")
+    for c in pipe[1:]:
+        if c.program not in READS_ALL:
+            return (f"`{c.program}` (line {c.line}) may stop reading before its writer ends: with pipefail the "
+                    "writer's SIGPIPE fails the step")
+    return ""
+
+
+# what bash does differently from dash (Debian's and Ubuntu's /bin/sh), found in a script's text
+BASHISMS = (
+    (re.compile(r"(?<![$\\\w])\{[^\s{}'\"$]*,[^\s{}'\"]*\}|(?<![$\\])\{-?\w+\.\.-?\w+\}"),
+     "brace expansion {}: dash keeps the braces, bash expands them"),
+    (re.compile(r"\becho\s+-[neE]*[eE]"), "echo -e: dash's echo prints the -e, bash's takes it as an option"),
+    (re.compile(r"\becho\b[^\n|;&]*\\[abcefnrtv0\\]"), "echo with backslash escapes: sh's echo interprets them, "
+                                                          "bash's does not"),
+    (re.compile(r"\$'"), "$'...' strings: bash expands the escapes, sh keeps them"),
+    (re.compile(r"\[\s[^]\n]*\s==\s|\btest\s[^\n;&|]*\s==\s"), "== in [ ]: dash stops with an error, bash compares"),
+    (re.compile(r"&>|\|&|<<<|[<>]\(|\[\[|\$\{![\w@*]|\$\{\w+(:[-=?+]?\d|/|\^|,)"),
+     "bash-only syntax (&>, |&, <<<, <(), [[, ${x:n}, ${x/a/b}): dash reads it otherwise or stops"),
+    (re.compile(r"(^|[;&|({]\s*)(source|shopt|declare|typeset|let|pushd|popd|function)\s"),
+     "a bash builtin or keyword (source, shopt, declare, let, pushd, function): dash has none of them"),
+    (re.compile(r"\$RANDOM|\$\{?(BASH\w*|PIPESTATUS|SECONDS|HOSTTYPE|OSTYPE)\b"),
+     "a bash variable: empty under dash"),
+)
+# images whose /bin/sh is dash (the Debian family): switching them to bash changes what a bashism does
+DASH = re.compile(r"^(docker\.io/)?(library/)?(debian|ubuntu|buildpack-deps)[:/@]|^(nvcr\.io/)?nvidia/cuda:|^rocm/|"
+                  r"^(docker\.io/)?(library/)?python:(?!.*alpine)", re.I)
+
+
+def _shell_risk(image: str, script: Sequence[tuple[int, str]], docker: bool = False) -> str:
+    """Why running a script, given as (line, text) pairs, with bash -o pipefail instead of sh may change the
+    build ("": it provably does not)."""
     if not HAS_BASH.search(image):
         return f"`{image}` is not an image known to have bash"
+    commands, _ = shell.split_script(script, docker)
     if any(c.program in ("alias", "unalias") for c in commands):
         return "aliases: sh expands them in scripts, non-interactive bash does not"
-    if re.search(r"\becho\b[^\n|;&]*\\[abcefnrtv0\\]", script):
-        return "echo with backslash escapes: sh's echo interprets them, bash's does not"
-    if "$'" in script:
-        return "$'...' strings: bash expands the escapes, sh keeps them"
-    pipes = shell.pipelines(commands).values()
-    if any(len(p) > 1 and (p[-1].program == "head" or p[-1].program == "grep" and any(
-            re.fullmatch(r"-[A-Za-z]*[qlm][A-Za-z0-9]*|--quiet|--max-count=?.*", w) for w in p[-1].words[1:]))
-           for p in pipes):
-        return "a pipe into head or grep -q/-m may close early: with pipefail the writer's SIGPIPE fails the step"
-    return ""
+    for number, text in script:
+        if text.lstrip().startswith("#"):
+            continue
+        for pattern, why in BASHISMS if DASH.search(image) else BASHISMS[2:4]:
+            m = pattern.search(text)
+            if m:
+                return f"{why} (line {number}: `{m.group(0).strip()[:30]}`)"
+    return next((r for r in map(pipe_risk, shell.all_pipelines(script, docker)) if r), "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,16 +318,16 @@ def _append(ins: dockerfile.Instruction, lines: Sequence[str], command: str, rul
                 unsafe=unsafe)
 
 
-def _lists_risk(stage, stages, lines) -> str:
-    """Why removing the apt lists in this stage may break a build (see LISTS_RISK)."""
+def _lists_risk(stage, stages, ins, lines) -> str:
+    """Why removing the apt lists at the end of RUN `ins` may break a build (see LISTS_RISK): a later step of
+    the stage, or of a stage built from it, reads them without an `apt-get update` of its own."""
     if _looks_like_base(stage, stages):
         return LISTS_RISK
-    for child in _children(stage, stages):
-        for ins in child.instructions:
-            cmds = dockerfile.commands(ins, lines)
-            if any(shell.install(c) and shell.install(c).manager is shell.APT for c in cmds) and \
-                    not any(c.program in ("apt-get", "apt") and "update" in c.words for c in cmds):
-                return f"the stage on line {child.start.start} installs with apt-get without apt-get update"
+    later = stage.instructions[stage.instructions.index(ins) + 1:]
+    for step in [*later, *(i for child in _children(stage, stages) for i in child.instructions)]:
+        c = reads_apt_lists(dockerfile.commands(step, lines))
+        if c is not None:
+            return f"line {c.line} runs `{' '.join(c.words[:2])}`, which reads the apt lists, without apt-get update"
     return ""
 
 
@@ -231,7 +337,7 @@ def _docker_cleanups(stage, stages, ins, lines):
         used = [c for c in cmds if c.program in m.programs and any(w in (*m.installs, "update") for w in c.words)]
         if used and m.clean_rule not in ins.ignore and not any(shell.is_clean(c, m) for c in cmds) \
                 and any(shell.install(c) for c in used) and _appendable(ins, lines):
-            risk = _lists_risk(stage, stages, lines) if m is shell.APT else ""
+            risk = _lists_risk(stage, stages, ins, lines) if m is shell.APT else ""
             yield _append(ins, lines, m.clean_command, m.clean_rule, f"added `{m.clean_command}` to the RUN", risk)
 
 
@@ -279,9 +385,8 @@ def _docker_pipefail(stage, stages, lines):
                 return
             runs = [i for s in [stage, *_children(stage, stages)] for i in
                     (s.instructions[index:] if s is stage else s.instructions) if i.keyword == "RUN" and i.shell_form]
-            cmds = [c for i in runs for c in dockerfile.commands(i, lines)]
-            script = "\n".join("\n".join(lines[i.start - 1:i.end]) for i in runs)
-            risk = _shell_risk(base, cmds, script) or \
+            script = [pair for i in runs for pair in dockerfile.run_lines(i, lines)]
+            risk = _shell_risk(base, script, docker=True) or \
                 ("the image looks like a base: images built FROM it inherit the SHELL" if any(
                     _looks_like_base(s, stages) for s in [stage, *_children(stage, stages)]) else "")
             yield Edit(ins.above - 1, ins.above - 1, (SHELL_LINE,), ("DL4006",),
@@ -293,9 +398,19 @@ def _strip_run(text: str) -> str:
     return re.sub(r"^\s*RUN\s+((--\S+)\s+)*", "", text, flags=re.I)
 
 
+# builtins that change the shell that runs them (its directory, umask, variables, options, traps, limits,
+# functions) or end it: in a merged RUN they would reach the steps after them, so their RUN goes in ( )
+STATEFUL = frozenset({"cd", "pushd", "popd", "umask", "export", "unset", "set", "shopt", "alias", "unalias", "trap",
+                      "ulimit", "readonly", "declare", "typeset", "local", "source", ".", "eval", "read", "hash", "let",
+                      "getopts", "mapfile", "readarray", "exit", "return", "enable", "builtin", "command"})
+_STATEFUL_TEXT = re.compile(r"\bexec\b|\bfunction\s|\w\s*\(\s*\)|(^|&&|\|\||[;({]|\bthen|\bdo|\belse)\s*"
+                            r"[A-Za-z_]\w*=\S*\s*($|&&|\|\||[;)}])")
+ERREXIT = re.compile(r"\bset\s+(-[A-Za-z]*e[A-Za-z]*\b|(-\S+\s+)*-o\s+errexit)")
+
+
 def _needs_parens(cmds: Sequence[shell.Command], body: str) -> bool:
-    return any(c.program in ("cd", "pushd", "popd") or c.op in (";", "||", "&") for c in cmds) \
-        or body.rstrip().endswith((";", "&"))
+    return any(c.program in STATEFUL or c.op in (";", "||", "&") for c in cmds) \
+        or body.rstrip().endswith((";", "&")) or bool(_STATEFUL_TEXT.search(body))
 
 
 def _docker_merge(stage, stages, ins, lines):
@@ -317,7 +432,7 @@ def _docker_merge(stage, stages, ins, lines):
         merged: list[str] = []
         for n, i in enumerate(span):
             body = [_strip_run(lines[i.start - 1]) if n else lines[i.start - 1], *lines[i.start:i.end]]
-            if _needs_parens(dockerfile.commands(i, lines), "\n".join(body)):
+            if _needs_parens(dockerfile.commands(i, lines), "\n".join([_strip_run(body[0]), *body[1:]])):
                 if n == 0:
                     head = re.match(r"^(\s*RUN\s+(?:--\S+\s+)*)", body[0], re.I).group(1)
                     body[0] = head + "(" + body[0][len(head):]
@@ -331,9 +446,12 @@ def _docker_merge(stage, stages, ins, lines):
         bodies = {j for i in span for j in range(i.start - 1, i.end)}
         moved = [lines[j] for j in range(ins.end, later.end) if j not in bodies and lines[j].strip()]
         block = lines[ins.above - 1:ins.start - 1]
+        errexit = next((i for i in span[:-1] if ERREXIT.search("\n".join(lines[i.start - 1:i.end]))), None)
+        risk = "" if errexit is None else (
+            f"the RUN of line {errexit.start} sets -e: merged, it runs in ( ) before &&, where sh ignores -e")
         yield Edit(ins.above - 1, later.end, (*moved, *block, *merged), (DOWNLOAD_IN_LAYER.id,),
                    f"merged the RUNs of lines {ins.start}-{later.start}: {path} is deleted in its own layer",
-                   ins.start - 1)
+                   ins.start - 1, risk)
         return
 
 
@@ -391,6 +509,10 @@ def _definition_cleanups(lines, stage, commands):
         if unclean:
             c = unclean[-1]
             risk = LISTS_RISK.replace("FROM it", "from it (Bootstrap: localimage)") if base and m is shell.APT else ""
+            reader = reads_apt_lists(commands[commands.index(c) + 1:]) if m is shell.APT else None
+            if reader is not None:
+                risk = (f"line {reader.line} runs `{' '.join(reader.words[:2])}`, which reads the apt lists, after "
+                        "the line the removal goes to")
             yield Edit(c.end, c.end, (_indent(lines[c.line - 1]) + m.clean_command,), (m.clean_rule,),
                        f"added `{m.clean_command}` after the last {m.name} install of the stage", c.line - 1, risk)
 
@@ -409,7 +531,7 @@ def _definition_pipefail(lines, stage, commands):
     body = next((t for _, t in first.body if t.strip()), "    ")
     header = re.sub(r"^(\s*%post)\b", r"\1 -c /bin/bash", lines[first.line - 1], count=1)
     known = image if agent in ("docker", "oci", "docker-daemon") else f"{agent}: {image}"
-    risk = _shell_risk(known, commands, "\n".join(t for _, t in definition.post_script(stage)))
+    risk = _shell_risk(known, definition.post_script(stage))
     yield Edit(first.line - 1, first.line, (header, _indent(body) + "set -eo pipefail"), ("DL4006",),
                "%post -c /bin/bash with `set -eo pipefail` (Apptainer applies it to every %post of the stage)",
                pipes[0].line - 1, risk)

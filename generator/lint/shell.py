@@ -198,6 +198,28 @@ def _split(lines: tuple[tuple[int, str], ...], docker: bool) -> tuple[tuple[Comm
     return tuple(commands), tuple(spans)
 
 
+def in_substitutions(lines: Sequence[tuple[int, str]], docker: bool = False) -> list[list[Command]]:
+    """The pipelines inside the script's command substitutions (`$(...)`, backquotes), innermost first, each
+    substitution's body split as a script of its own on the line it starts on."""
+    out: list[list[Command]] = []
+    for start, _, text, _ in logical_lines(lines, skip_comments_in_continuation=docker):
+        text = _ARITH.sub("__SUB__", text)
+        for _ in range(MAX_NESTING):
+            bodies = [m.group(0) for m in _SUBST.finditer(text)]
+            if not bodies:
+                break
+            for body in bodies:
+                inner = body[2:-1] if body.startswith("$(") else body[1:-1]
+                out += pipelines(split_script([(start, inner)])[0]).values()
+            text = _SUBST.sub("__SUB__", text)
+    return out
+
+
+def all_pipelines(lines: Sequence[tuple[int, str]], docker: bool = False) -> list[list[Command]]:
+    """Every pipeline of a script, those inside command substitutions included."""
+    return [*pipelines(split_script(lines, docker)[0]).values(), *in_substitutions(lines, docker)]
+
+
 def pipelines(commands: Iterable[Command]) -> dict[int, list[Command]]:
     out: dict[int, list[Command]] = {}
     for c in commands:

@@ -135,21 +135,24 @@ def test_fix_keeps_a_backup_and_reports(capsys, tmp_path):
     original = (SMELLY / "apt.def").read_text()
     path.write_text(original)
     rc, out, _ = lint(capsys, "--fix", path)
-    assert rc == 1                                          # DL3008 (pins) and DL3015 (unsafe) are left
+    assert rc == 1                              # DL3008 (pins), DL3015 and DL3027 (unsafe) are left
     assert (tmp_path / "apt.def.orig").read_text() == original
     fixed = path.read_text()
     assert "apt-get install -y curl" in fixed and "rm -rf /var/lib/apt/lists/*" in fixed
     lines = out.strip().splitlines()
     assert any(": fixed DL3014: " in line for line in lines) and "unsafe" not in out
-    assert [line.split(": ")[1] for line in lines if "warning" in line] == ["DL3008 warning", "DL3008 warning"]
-    assert lines[-1] == "fixed 3, 4 findings left in 1 file"
-    # the unsafe level adds --no-install-recommends with its reason; the first backup is kept
+    assert [line.split(": ")[1] for line in lines if "warning" in line] == ["DL3008 warning", "DL3008 warning",
+                                                                           "DL3027 warning"]
+    assert lines[-1] == "fixed 2, 5 findings left in 1 file"
+    # the unsafe level adds --no-install-recommends and apt-get (the .deb files stay) with their reasons; the
+    # first backup is kept
     rc, out, _ = lint(capsys, "--unsafe-fixes", path)
     assert (tmp_path / "apt.def.orig").read_text() == original
     assert (tmp_path / "apt.def.orig.1").read_text() == fixed
     assert "apt-get install --no-install-recommends -y curl" in path.read_text()
     assert out.count("fixed DL3015: ") == 2 and out.count("(unsafe: drops the packages' Recommends") == 2
-    assert out.strip().splitlines()[-1] == "fixed 2 (2 unsafe), 2 findings left in 1 file"
+    assert "fixed DL3027: apt install -> apt-get install (unsafe: apt deletes the .deb files" in out
+    assert out.strip().splitlines()[-1] == "fixed 3 (3 unsafe), 2 findings left in 1 file"
 
 
 def test_fix_without_backup_and_clean_result(capsys, tmp_path):
@@ -170,13 +173,13 @@ def test_fix_without_backup_and_clean_result(capsys, tmp_path):
 
 def test_fix_keeps_mode_crlf_and_bom(capsys, tmp_path):
     real = tmp_path / "Dockerfile"
-    real.write_bytes("\ufeffFROM debian:12\r\nRUN apt install -y curl=7.88.1-10+deb12u8 && rm -rf /var/lib/apt/lists/*"
+    real.write_bytes("\ufeffFROM debian:12\r\nRUN apt install -y curl=7.88.1-10+deb12u8 && apt-get clean && rm -rf /var/lib/apt/lists/*"
                      "\r\nUSER 1\r\n".encode())
     real.chmod(0o640)
     rc, out, _ = lint(capsys, "--fix", real)
     assert "fixed DL3027" in out
-    assert real.read_bytes() == ("\ufeffFROM debian:12\r\nRUN apt-get install -y curl=7.88.1-10+deb12u8 && rm -rf "
-                                 "/var/lib/apt/lists/*\r\nUSER 1\r\n").encode()
+    assert real.read_bytes() == ("\ufeffFROM debian:12\r\nRUN apt-get install -y curl=7.88.1-10+deb12u8 && apt-get clean && "
+                                 "rm -rf /var/lib/apt/lists/*\r\nUSER 1\r\n").encode()
     assert real.stat().st_mode & 0o777 == 0o640 and (tmp_path / "Dockerfile.orig").stat().st_mode & 0o777 == 0o640
 
 

@@ -168,7 +168,7 @@ def test_a_signal_leaves_no_linter_running(tmp_path, sig):
 
 def test_fix_refuses_links_before_writing_anything(capsys, tmp_path):
     real = tmp_path / "real.Dockerfile"
-    smelly = "FROM debian:12\nRUN apt install -y curl=7.88.1-10+deb12u8 && rm -rf /var/lib/apt/lists/*\nUSER 1\n"
+    smelly = "FROM debian:12\nRUN apt install -y curl=7.88.1-10+deb12u8 && apt-get clean && rm -rf /var/lib/apt/lists/*\nUSER 1\n"
     real.write_text(smelly)
     link, hard = tmp_path / "Dockerfile", tmp_path / "hard.Dockerfile"
     link.symlink_to(real.name)
@@ -182,7 +182,7 @@ def test_fix_refuses_links_before_writing_anything(capsys, tmp_path):
 
 
 def test_fix_of_several_files_checks_every_one_before_writing_any(capsys, tmp_path):
-    smelly = "FROM debian:12\nRUN apt install -y curl=7.88.1-10+deb12u8 && rm -rf /var/lib/apt/lists/*\nUSER 1\n"
+    smelly = "FROM debian:12\nRUN apt install -y curl=7.88.1-10+deb12u8 && apt-get clean && rm -rf /var/lib/apt/lists/*\nUSER 1\n"
     for name in ("a.Dockerfile", "z.Dockerfile"):
         (tmp_path / name).write_text(smelly)
     os.link(tmp_path / "z.Dockerfile", tmp_path / "hard")

@@ -36,7 +36,7 @@ def rules(findings) -> list[tuple[int, str]]:
     ("https-after-install.Dockerfile", "DL3015", "drops the packages' Recommends"),
     ("base-image.Dockerfile", "DL3009", "the image looks like a base"),
     ("base-image.Dockerfile", "GR003", "Apptainer ignores USER"),
-    ("base-stage.Dockerfile", "DL3009", "the stage on line 5 installs with apt-get without apt-get update"),
+    ("base-stage.Dockerfile", "DL3009", "line 7 runs `apt-get install`, which reads the apt lists, without apt-get update"),
     ("workdir.Dockerfile", "DL3003", "the WORKDIR inherited from the base image is unknown"),
 ])
 def test_meaning_changing_rewrites_need_unsafe_fixes(name, rule, reason):
@@ -92,8 +92,8 @@ def test_bootstrap_agents_by_version(target, found):
 
 
 def test_line_separators_and_crlf_bom_survive_the_fix():
-    fixed, done = fixes("separators.Dockerfile")
-    assert [f.rule for f in done] == ["DL3027"]
+    fixed, done = fixes("separators.Dockerfile", unsafe=True)      # apt -> apt-get keeps the .deb files: unsafe
+    assert [f.rule for f in done] == ["DL3027"] and "/var/cache/apt/archives" in done[0].unsafe
     assert "\u2028" in fixed and "\f" in fixed and fixed.count("\n") == 6
     fixed, done = fixes("crlf-bom.Dockerfile")
     assert fixed.startswith("\ufeff#") and fixed.count("\r\n") == fixed.count("\n") == 5
