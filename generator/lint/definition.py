@@ -185,6 +185,9 @@ def scripts(stage: Stage) -> list[Script]:
     for name in SOURCED:
         for app in (apps if name.startswith("app") else [""]):
             body = _lines([s for s in stage.of(name) if s.app == app])
+            first = next((k for k, (_, t) in enumerate(body) if t.strip()), None)
+            if first is not None and body[first][1].strip().startswith("#!"):   # a comment to the sourcing shell
+                body = body[:first] + ((body[first][0], ""),) + body[first + 1:]
             # sourced by the runscript's shell: its assignments are used there
             out.append(Script("sh", body, ("# shellcheck disable=SC2034",)))
     for name in SHEBANG_SCRIPTS:
@@ -423,13 +426,63 @@ def _build_env(stage: Stage) -> list[Hit]:
             if not text.lstrip().startswith("#") and (found := _ASSIGNED.search(re.split(r"\s#", text)[0]))]
 
 
+# Build arguments (Apptainer >= 1.2, SingularityCE >= 4.0): `{{ NAME }}` anywhere in a stage is replaced before
+# the stage is parsed, from --build-arg or the stage's `%arguments` (NAME=value lines, both sides trimmed), one
+# level of `{{ }}` inside a value too; a `{{ }}` after a `#` on its line is left alone; a NAME with no value stops
+# the build (Apptainer's internal/pkg/build/args: reader.go, args.go).
+BUILD_ARG = re.compile(r"{{\s*(\w+)\s*}}")
+_COMMENT_BEFORE = re.compile(r"\s*[#][^!]\s*.*")
+
+
+def argument_defaults(stage: Stage) -> dict[str, str]:
+    """The stage's `%arguments` defaults, as Apptainer reads them."""
+    out = {}
+    for _, text in _lines(stage.of("arguments")):
+        text = text.strip()
+        if text and not text.startswith("#") and "=" in text:
+            key, value = text.split("=", 1)
+            if key.strip():
+                out[key.strip()] = value.strip()
+    return out
+
+
+def templated(text: str, stages: Sequence[Stage]) -> tuple[str, list[Hit]]:
+    """The definition as Apptainer builds it, each stage's `{{ NAME }}` replaced by its %arguments default (line
+    numbers kept: a value is one line), and AP021 for each NAME without a value (left as the word NAME)."""
+    lines = split_lines(text)
+    bounds = [s.line for s in stages[1:]] + [len(lines) + 1]
+    hits: list[Hit] = []
+    for stage, end in zip(stages, bounds):
+        values = argument_defaults(stage)
+
+        def value(name: str, values=values) -> str:
+            return BUILD_ARG.sub(lambda m: values.get(m.group(1), m.group(0)), values[name])
+
+        for n in range(stage.line, end):
+            line, out, last = lines[n - 1], [], 0
+            for m in BUILD_ARG.finditer(line):
+                if _COMMENT_BEFORE.search(line[:m.start()]):
+                    continue
+                name = m.group(1)
+                if name not in values:
+                    hits.append((n, "AP021", f"{{{{ {name} }}}} has no value: no `{name}=` in the stage's %arguments, "
+                                             f"so the build stops unless it is given --build-arg {name}=VALUE"))
+                out += [line[last:m.start()], value(name) if name in values else name]
+                last = m.end()
+            lines[n - 1] = "".join(out) + line[last:]
+    return "\n".join(lines), hits
+
+
 def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int, frozenset[str]]]:
     """All our findings for a definition (pragmas applied), its scripts for ShellCheck, and the
-    pragma map (to filter ShellCheck's findings)."""
+    pragma map (to filter ShellCheck's findings). A target that takes build arguments gets them replaced first."""
     stages = parse(text)
     hits: list[Hit] = []
     if not stages:
         return [(1, "AP001", "no `Bootstrap:` header and no sections: not a definition")], [], {}
+    if target.arguments and BUILD_ARG.search(text):
+        text, hits = templated(text, stages)
+        stages = parse(text)
     names: list[str] = []
     for k, stage in enumerate(stages):
         hits += check_header(stage, k, target)

@@ -9,7 +9,10 @@ the one to use for GR ids).
 
 from __future__ import annotations
 
+import json
+import posixpath
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -131,14 +134,64 @@ def stages(instructions: Sequence[Instruction]) -> list[Stage]:
 def run_lines(ins: Instruction, text_lines: Sequence[str]) -> list[tuple[int, str]]:
     """The shell lines of a RUN (keyword and flags cut off the first), for shell.split_script."""
     lines = [(n, text_lines[n - 1]) for n in range(ins.start, ins.end + 1)]
-    first = re.sub(r"^\s*RUN\s+((--\S+)\s+)*", "", lines[0][1], flags=re.I)
+    first = re.sub(r"^\s*(ONBUILD\s+)?RUN\s+((--\S+)\s+)*", "", lines[0][1], flags=re.I)
     return [(lines[0][0], first)] + lines[1:]
 
 
-def commands(ins: Instruction, text_lines: Sequence[str]) -> list[shell.Command]:
-    if ins.keyword != "RUN" or not ins.shell_form:
+def json_form(ins: Instruction) -> bool:
+    return ins.body.lstrip().startswith("[") and not ins.heredoc
+
+
+def _triggered(ins: Instruction) -> Instruction | None:
+    """`ONBUILD RUN ...` as the RUN it adds to the builds FROM this image (same lines)."""
+    if ins.keyword != "ONBUILD":
+        return None
+    keyword, _, rest = ins.args.partition(" ")
+    if keyword.upper() != "RUN":
+        return None
+    words = rest.split()
+    flags = tuple(w for w in words[:next((k for k, w in enumerate(words) if not _FLAG.match(w)), len(words))])
+    return Instruction("RUN", ins.start, ins.end, rest.strip(), flags, ins.heredoc, ins.ignore, ins.above)
+
+
+def script(ins: Instruction, text_lines: Sequence[str]) -> list[tuple[int, str]]:
+    """The shell script a RUN runs, as (line, text) pairs: a shell-form body; a heredoc's body when the shell
+    reads it (`RUN <<EOF`, `RUN bash <<EOF`; not `RUN python3 <<EOF`); the `-c` string of a JSON-form
+    `["sh", "-c", "..."]`, or the JSON-form command itself (on the RUN's line); `ONBUILD RUN` as its RUN."""
+    ins = _triggered(ins) or ins
+    if ins.keyword != "RUN":
         return []
-    return shell.split_script(run_lines(ins, text_lines), docker=True)[0]
+    if json_form(ins):
+        try:
+            argv = json.loads(ins.body)
+        except ValueError:
+            return []
+        if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+            return []
+        if posixpath.basename(argv[0]) in shell.SHELLS and len(argv) > 2 and argv[1] == "-c":
+            return [(ins.start, line) for line in argv[2].split("\n")]
+        return [(ins.start, shlex.join(argv))]
+    lines = run_lines(ins, text_lines)
+    if not ins.heredoc:
+        return lines
+    first = lines[0][1]
+    m = _HEREDOC.search(first)
+    if m is None:
+        return []
+    before = first[:m.start()].split()
+    if before and posixpath.basename(before[0]) not in shell.SHELLS:
+        return [(lines[0][0], first[:m.start()] + first[m.end():])]     # the command reads the body, not a shell
+    body = []
+    for number in range(lines[0][0] + 1, ins.end + 1):
+        if text_lines[number - 1].strip() == m.group(2):
+            break
+        body.append((number, text_lines[number - 1]))
+    return body
+
+
+def commands(ins: Instruction, text_lines: Sequence[str]) -> list[shell.Command]:
+    """The commands of a RUN in any form (see `script`), and of an `ONBUILD RUN`."""
+    return shell.split_script(script(ins, text_lines), docker=True)[0]
 
 
 def user_of(stage: Stage, all_stages: Sequence[Stage]) -> str | None:
@@ -216,8 +269,43 @@ def check(text: str) -> list[Hit]:
     if all_stages:
         last = all_stages[-1]
         single = tuple(c for step in final for c in step.commands) if len(all_stages) == 1 else ()
-        hits += [h[:3] for h in rules.run("image", DOCKER, rules.Image(last.start.start, user_of(last, all_stages), single))]
+        image = rules.Image(last.start.start, user_of(last, all_stages), single)
+        hits += [h[:3] for h in rules.run("image", DOCKER, image)
+                 if not (h[1] == rules.ROOT_USER.id and holds_only_files(last))]
     return hits
+
+
+def _shell_word(ins: Instruction) -> str | None:
+    try:
+        argv = json.loads(ins.args)
+    except ValueError:
+        return None
+    return posixpath.basename(argv[0]) if isinstance(argv, list) and argv and isinstance(argv[0], str) else None
+
+
+def non_posix_runs(all_stages: Sequence[Stage]) -> set[int]:
+    """The lines of the RUN instructions that a SHELL (of their stage, or of the stage it is built FROM) gives to
+    bash, zsh or ksh: ShellCheck's "in POSIX sh ... is undefined" (SC3xxx) does not apply there (hadolint loses
+    the SHELL after some instructions, e.g. an ENV, and reports it)."""
+    shells: dict[str, str | None] = {}
+    out: set[int] = set()
+    for stage in all_stages:
+        current = shells.get(stage.image.lower())
+        for ins in stage.instructions:
+            if ins.keyword == "SHELL":
+                current = _shell_word(ins)
+            elif ins.keyword == "RUN" and current in ("bash", "zsh", "ksh"):
+                out.update(range(ins.start, ins.end + 1))
+        if stage.name:
+            shells[stage.name.lower()] = current
+    return out
+
+
+def holds_only_files(stage: Stage) -> bool:
+    """A `FROM scratch` stage with nothing to run (no RUN, CMD or ENTRYPOINT): build outputs to copy from, whose
+    user nothing uses."""
+    return stage.image.lower() == "scratch" and not any(i.keyword in ("RUN", "CMD", "ENTRYPOINT")
+                                                        for i in stage.instructions)
 
 
 def ignored(instructions: Sequence[Instruction]) -> dict[int, frozenset[str]]:

@@ -15,14 +15,17 @@ def _own(path: str, hits, ignore: dict[int, frozenset[str]]) -> list[Finding]:
             if rule not in ignore.get(line, frozenset())]
 
 
-def _docker_own(text: str, path: str) -> tuple[dict[int, frozenset[str]], list[Finding]]:
-    ignore = dockerfile.ignored(dockerfile.parse(text))
-    return ignore, _own(path, dockerfile.check(text), ignore)
+def _docker_own(text: str, path: str) -> tuple[dict[int, frozenset[str]], list[Finding], set[int]]:
+    instructions = dockerfile.parse(text)
+    ignore = dockerfile.ignored(instructions)
+    return ignore, _own(path, dockerfile.check(text), ignore), dockerfile.non_posix_runs(dockerfile.stages(instructions))
 
 
-def _merge_docker(own: tuple[dict[int, frozenset[str]], list[Finding]], theirs: list[Finding]) -> list[Finding]:
-    ignore, ours = own
-    return sorted(set([f for f in theirs if f.rule not in ignore.get(f.line, frozenset())] + ours))
+def _merge_docker(own: tuple[dict[int, frozenset[str]], list[Finding], set[int]], theirs: list[Finding]) -> list[Finding]:
+    """Theirs with our pragmas applied and their POSIX-sh findings (SC3xxx) dropped where a SHELL runs bash."""
+    ignore, ours, bash = own
+    return sorted(set([f for f in theirs if f.rule not in ignore.get(f.line, frozenset())
+                       and not (f.rule.startswith("SC3") and f.line in bash)] + ours))
 
 
 def _merge_definition(checked, path: str, sc: list[Finding]) -> list[Finding]:

@@ -372,7 +372,8 @@ def _docker_workdir(stage, stages, ins, lines):
 
 
 def _has_pipe(ins, lines) -> bool:
-    return any(c.op in ("|", "|&") for c in dockerfile.commands(ins, lines))
+    """A pipe in a RUN the SHELL runs (shell form or heredoc, not JSON form)."""
+    return not dockerfile.json_form(ins) and any(c.op in ("|", "|&") for c in dockerfile.commands(ins, lines))
 
 
 def _docker_pipefail(stage, stages, lines):
@@ -384,8 +385,9 @@ def _docker_pipefail(stage, stages, lines):
             if "DL4006" in ins.ignore or NO_BASH.search(base) or "$" in base:
                 return
             runs = [i for s in [stage, *_children(stage, stages)] for i in
-                    (s.instructions[index:] if s is stage else s.instructions) if i.keyword == "RUN" and i.shell_form]
-            script = [pair for i in runs for pair in dockerfile.run_lines(i, lines)]
+                    (s.instructions[index:] if s is stage else s.instructions)
+                    if i.keyword == "RUN" and not dockerfile.json_form(i)]
+            script = [pair for i in runs for pair in dockerfile.script(i, lines)]
             risk = _shell_risk(base, script, docker=True) or \
                 ("the image looks like a base: images built FROM it inherit the SHELL" if any(
                     _looks_like_base(s, stages) for s in [stage, *_children(stage, stages)]) else "")

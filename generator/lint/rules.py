@@ -344,6 +344,11 @@ _APPTAINER = (
          "definition's folder: `apptainer build x.sif sub/x.def` run elsewhere stops with `cp: cannot stat`. "
          "Build from the folder that holds them, and say so in the file (the generator's files say how to "
          "write that folder, and silence this rule on the line before the section).", "definition"),
+    Rule("AP021", "error", "A build argument `{{ NAME }}` with no value in the stage's %arguments",
+         "Apptainer (1.2 and later) replaces `{{ NAME }}` before it parses the stage, from --build-arg or the "
+         "stage's %arguments; a NAME with neither stops the build (\"build var NAME is not defined\"). The "
+         "linter checks the scripts with the %arguments defaults in place and reads this NAME as a plain word.",
+         "definition", example="%post\n    pip install torch=={{ TORCH }}"),
 )
 
 TIMED_OUT = Rule(
