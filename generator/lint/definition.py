@@ -446,6 +446,11 @@ def argument_defaults(stage: Stage) -> dict[str, str]:
     return out
 
 
+def _value(values: dict[str, str], name: str) -> str:
+    """NAME's value, with the `{{ }}` inside it replaced once (as Apptainer does)."""
+    return BUILD_ARG.sub(lambda inner: values.get(inner.group(1), inner.group(0)), values[name])
+
+
 def templated(text: str, stages: Sequence[Stage]) -> tuple[str, list[Hit]]:
     """The definition as Apptainer builds it, each stage's `{{ NAME }}` replaced by its %arguments default (line
     numbers kept: a value is one line), and AP021 for each NAME without a value (left as the word NAME)."""
@@ -454,10 +459,6 @@ def templated(text: str, stages: Sequence[Stage]) -> tuple[str, list[Hit]]:
     hits: list[Hit] = []
     for stage, end in zip(stages, bounds):
         values = argument_defaults(stage)
-
-        def value(name: str, values=values) -> str:
-            return BUILD_ARG.sub(lambda m: values.get(m.group(1), m.group(0)), values[name])
-
         for n in range(stage.line, end):
             line, out, last = lines[n - 1], [], 0
             for m in BUILD_ARG.finditer(line):
@@ -467,10 +468,31 @@ def templated(text: str, stages: Sequence[Stage]) -> tuple[str, list[Hit]]:
                 if name not in values:
                     hits.append((n, "AP021", f"{{{{ {name} }}}} has no value: no `{name}=` in the stage's %arguments, "
                                              f"so the build stops unless it is given --build-arg {name}=VALUE"))
-                out += [line[last:m.start()], value(name) if name in values else name]
+                out += [line[last:m.start()], _value(values, name) if name in values else name]
                 last = m.end()
             lines[n - 1] = "".join(out) + line[last:]
     return "\n".join(lines), hits
+
+
+REGISTRY_AGENTS = ("docker", "oci", "oras", "library", "shub")
+
+
+def base_image(stage: Stage) -> list[Hit]:
+    """AP022 (a registry image without a tag or digest, or `:latest`) and GR015 (a base past its end of life)."""
+    agent, source = stage.get("bootstrap"), stage.get("from")
+    if agent is None or source is None or agent.value.lower() not in REGISTRY_AGENTS or not source.value:
+        return []
+    ref = source.value.split()[0]
+    last = ref.rsplit("/", 1)[-1]
+    hits: list[Hit] = []
+    if agent.value.lower() == "docker" and "{{" not in ref and "$" not in ref and (
+            ":" not in last and "@" not in last or last.endswith(":latest")):
+        hits.append((source.line, "AP022", f"`From: {ref}`: no version (or `latest`): the next build may start "
+                                           "from another image; give a tag or a digest"))
+    why = rules.end_of_life(ref) if agent.value.lower() == "docker" else None
+    if why:
+        hits.append((source.line, rules.END_OF_LIFE_BASE.id, f"{ref}: {why}, no security updates since"))
+    return hits
 
 
 def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int, frozenset[str]]]:
@@ -496,6 +518,7 @@ def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int,
         elif k == 1 and not target.multistage:
             hits.append((stage.line, "AP008", f"a second stage needs Singularity 3.2 or later (target {target})"))
         hits += check_sections(stage, k, names, target)
+        hits += base_image(stage)
         hits += relative_files(stage)
         hits += [(line, rule, msg) for line, rule, msg, ignore in check_post(stage) if rule not in ignore]
         names.append(stage.name)

@@ -14,6 +14,7 @@ of file; dockerfile.py and definition.py only parse.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -154,9 +155,10 @@ def _pipe_to_shell(step: Step) -> Iterator[Hit]:
 
 
 PIPE_TO_SHELL = Rule(
-    "GR001", "warning", "Download piped into a shell (`curl|wget ... | sh`)",
+    "GR001", "warning", "Download piped into a shell or an interpreter (`curl|wget ... | sh`, `| python3 -`)",
     "Runs code nobody reviewed, changes under the same URL, and a failed download still runs a partial "
-    "script. Download to a file, check its checksum, then run it.", "both",
+    "script. The same for any interpreter that runs what it reads (python, perl, ruby, node, php). Download "
+    "to a file, check its checksum, then run it.", "both",
     example="curl -fsSL https://example.org/install.sh | sh", check=_pipe_to_shell)
 
 
@@ -277,6 +279,168 @@ SUBSTITUTED = Rule(
     "both", example="$(echo $PY) -m venv /opt/venv", check=_each_command(shell.substituted, "a command substitution decides {found}"))
 
 
+def _password(step: Step) -> Iterator[Hit]:
+    """A password written into the recipe: `echo user:pass | chpasswd`, `useradd -p HASH`."""
+    for chain in shell.pipelines(step.commands).values():
+        if chain[-1].program in ("chpasswd", "passwd") and any(
+                c.program in ("echo", "printf") and not any("$" in w or "__SUB__" in w for w in c.words[1:])
+                and len(c.words) > 1 for c in chain[:-1]):
+            yield chain[-1].line, f"a password written in the recipe goes to `{chain[-1].program}`", chain[-1].ignore
+    for c in step.commands:
+        found = shell.option_value(c.words, "-p", "--password") if c.program in ("useradd", "usermod") else None
+        if found and "__SUB__" not in found and not re.match(r"\$\{?[A-Za-z_]", found):    # a hash, not a variable
+            yield c.line, f"`{c.program} -p` sets a password hash written in the recipe", c.ignore
+
+
+HARDCODED_PASSWORD = Rule(
+    "GR010", "warning", "A password written in the recipe",
+    "`echo user:secret | chpasswd` or `useradd -p HASH` put the credential into the recipe, the image's layers "
+    "and its history, for everyone who pulls it (CIS Docker Benchmark, 4.10: do not store secrets in "
+    "Dockerfiles). Create the user without a password and authenticate otherwise, or pass the secret at "
+    "build time as a secret mount.", "both", example="echo user:secret | chpasswd", check=_password)
+
+
+def _http_key(step: Step) -> Iterator[Hit]:
+    """A signing key fetched over plain http://: the man in the middle chooses the key."""
+    for chain in shell.pipelines(step.commands).values():
+        for c in chain:
+            url = shell.fetched_url(c)
+            if not url or not url.startswith("http://"):
+                continue
+            keyed = shell.KEY.search(url) or any(d.program in ("apt-key", "gpg", "rpm") and (
+                d.program != "rpm" or "--import" in d.words) for d in chain if d is not c)
+            if keyed:
+                yield c.line, f"a signing key fetched over plain http ({url[:60]}): whoever is in between chooses it", \
+                    c.ignore
+
+
+HTTP_KEY = Rule(
+    "GR011", "error", "A signing key fetched over plain http://",
+    "A repository's signing key is what every later package is checked against. Fetched over http, anyone "
+    "between the build and the server replaces it, and the packages signed with theirs install without a "
+    "warning. Fetch it over https and check its fingerprint (Debian wiki, SecureApt).", "both",
+    example="curl -fsSL http://example.org/repo.gpg | apt-key add -", check=_http_key)
+
+
+def _world_writable(c: Command) -> str | None:
+    if c.program == "chmod" and any(re.fullmatch(r"0?777|[augo]*a[augo]*\+rwx|ugo\+rwx|o\+w|a\+w", w) for w in c.words[1:]):
+        return next(w for w in c.words[1:] if re.fullmatch(r"0?777|[augo]*a[augo]*\+rwx|ugo\+rwx|o\+w|a\+w", w))
+    return None
+
+
+WORLD_WRITABLE = Rule(
+    "GR012", "warning", "`chmod 777` (or a+rwx, o+w): files and folders anyone may change",
+    "A world-writable file or folder in an image can be changed by any user of a shared system that runs it "
+    "(Apptainer runs as the caller) and by any process in the container: its programs and libraries can be "
+    "replaced. Give the owner (and group) what they need: `chmod 755`, `chown`.", "both",
+    example="chmod -R 777 /opt/app", check=_each_command(_world_writable, "`chmod {found}` makes files anyone may change"))
+
+
+def _nopasswd(c: Command) -> str | None:
+    return "NOPASSWD" if any("NOPASSWD" in w for w in c.words) else None
+
+
+NOPASSWD = Rule(
+    "GR013", "warning", "Password-less sudo (`NOPASSWD`) written into the image",
+    "`... NOPASSWD: ALL` in sudoers lets any process that runs as that user become root without a secret: "
+    "the non-root USER protects nothing (CIS Docker Benchmark, 4.1: a non-root user for the container). "
+    "Install what needs root at build time instead.", "both",
+    example="echo 'app ALL=(ALL) NOPASSWD: ALL' >> /etc/sudoers",
+    check=_each_command(_nopasswd, "password-less sudo ({found}): the user becomes root without a secret"))
+
+
+_VERSION_TAG = re.compile(r"v?\d+(\.\d+)+([._+-][\w.]+)?|[\w.-]*-\d+(\.\d+)+[\w.-]*")
+_COMMIT = re.compile(r"[0-9a-f]{7,40}")
+
+
+def _clone_dir(c: Command, cwd: str | None) -> str | None:
+    """Where `git clone URL [DIR]` puts the repository (None: unknown)."""
+    args, skip = [], False
+    for w in c.words[2:]:
+        if skip:
+            skip = False
+        elif w in ("-b", "--branch", "--depth", "-o", "--origin", "-c", "--config", "--reference", "--filter", "-j",
+                   "--jobs", "--separate-git-dir", "--template", "-u", "--upload-pack", "--shallow-since"):
+            skip = True
+        elif not w.startswith("-"):
+            args.append(w)
+    if not args:
+        return None
+    target = args[1] if len(args) > 1 else posixpath.basename(args[0].rstrip("/")).removesuffix(".git")
+    return shell.absolute(target, cwd)
+
+
+def _git_dir(d: Command, cwd: str | None) -> str | None:
+    where = d.words[d.words.index("-C") + 1] if "-C" in d.words[:-1] else "."
+    return shell.absolute(where, cwd)
+
+
+def _unpinned_clone(step: Step) -> Iterator[Hit]:
+    """`git clone` of a branch (the default one, or `-b main`) with no commit checked out in it afterwards."""
+    pairs = [p for s in (step, *step.later) for p in s.pairs]
+    for k, (c, cwd) in enumerate(step.pairs):
+        if c.program != "git" or "clone" not in c.words[1:3]:
+            continue
+        branch = shell.option_value(c.words, "-b", "--branch")
+        if branch and (_VERSION_TAG.fullmatch(branch) or "$" in branch or "__SUB__" in branch):
+            continue
+        where = _clone_dir(c, cwd)
+        if any(d.program == "git" and any(w in ("checkout", "reset", "switch") for w in d.words[1:5])
+               and any(_COMMIT.fullmatch(w) or "$" in w or "__SUB__" in w for w in d.words[2:])
+               and (where is None or _git_dir(d, dcwd) in (None, where)) for d, dcwd in pairs[k + 1:]):
+            continue
+        yield (c.line, f"`git clone` of {'branch ' + branch if branch else 'the default branch'} with no commit "
+                       "checked out: the image changes when the branch moves", c.ignore)
+
+
+UNPINNED_CLONE = Rule(
+    "GR014", "info", "`git clone` of a branch with no pinned commit or release tag",
+    "A branch moves: the same recipe builds different code next week, and a compromised repository goes "
+    "straight into the image. Clone a release tag (`--branch v1.2.3`) or check out a commit "
+    "(`git checkout 3f2a9c1...`) after the clone.", "both",
+    example="git clone https://github.com/example/tool.git /opt/tool", check=_unpinned_clone)
+
+
+# End of life of the distributions and Pythons base images are made from: (image name, tag pattern) -> (when,
+# the source). Checked against the distributions' own release pages (titles in docs/lint.md, GR015).
+END_OF_LIFE = (
+    ("centos", r"6(\.[\d.]+)?|centos6", "CentOS Linux 6 reached its end of life on 2020-11-30"),
+    ("centos", r"7(\.[\d.]+)?|centos7", "CentOS Linux 7 reached its end of life on 2024-06-30"),
+    ("centos", r"8(\.[\d.]+)?|centos8", "CentOS Linux 8 reached its end of life on 2021-12-31"),
+    ("ubuntu", r"14\.04(\.\d+)?|trusty", "Ubuntu 14.04 left standard support in 2019-04"),
+    ("ubuntu", r"16\.04(\.\d+)?|xenial", "Ubuntu 16.04 left standard support in 2021-04"),
+    ("ubuntu", r"18\.04(\.\d+)?|bionic", "Ubuntu 18.04 left standard support on 2023-05-31"),
+    ("ubuntu", r"20\.04(\.\d+)?|focal", "Ubuntu 20.04 left standard support on 2025-05-31"),
+    ("debian", r"(8|jessie)([.-].*)?", "Debian 8 left LTS on 2020-06-30"),
+    ("debian", r"(9|stretch)([.-].*)?", "Debian 9 left LTS on 2022-06-30"),
+    ("debian", r"(10|buster)([.-].*)?", "Debian 10 left LTS on 2024-06-30"),
+    ("python", r"2(\.\d+)*([.-].*)?", "Python 2 reached its end of life on 2020-01-01"),
+)
+_CUDA_OS = re.compile(r"-(ubuntu1[468]\.04|ubuntu20\.04|centos[678])$")
+
+
+def end_of_life(image: str) -> str | None:
+    """Why an image reference names a base past its end of life (None: not one we know of)."""
+    ref = re.sub(r"@sha256:[0-9a-f]+$", "", image.strip().lower())
+    name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "")
+    short = re.sub(r"^(docker\.io/)?(library/)?", "", name)
+    for base, pattern, why in END_OF_LIFE:
+        if short == base and re.fullmatch(pattern, tag):
+            return why
+    found = _CUDA_OS.search(tag) if short.endswith("nvidia/cuda") else None
+    if found:
+        os_name = found.group(1)
+        return end_of_life(f"{re.sub(r'[0-9.]+$', '', os_name)}:{re.sub(r'^[a-z]+', '', os_name)}")
+    return None
+
+
+END_OF_LIFE_BASE = Rule(
+    "GR015", "warning", "A base image past its end of life",
+    "A distribution (or Python) past its end of life gets no security updates: every known hole stays in the "
+    "image, and its package mirrors move or disappear (CentOS 7's did), so the recipe stops building. Move to "
+    "a supported release.", "both", example="FROM centos:7")
+
+
 _APPTAINER = (
     Rule("AP001", "error", "Each stage must start with a `Bootstrap:` header",
          "Apptainer requires `Bootstrap` as the first header keyword of every stage; a definition without one can "
@@ -344,6 +508,10 @@ _APPTAINER = (
          "definition's folder: `apptainer build x.sif sub/x.def` run elsewhere stops with `cp: cannot stat`. "
          "Build from the folder that holds them, and say so in the file (the generator's files say how to "
          "write that folder, and silence this rule on the line before the section).", "definition"),
+    Rule("AP022", "warning", "`From:` without a version, or `:latest` (the twin of DL3006/DL3007)",
+         "A registry image without a tag (or with `latest`) is whatever that name points to at build time: "
+         "the next build may start from another release. Give a version tag or, to build the same image every "
+         "time, a digest (`From: debian:12@sha256:...`).", "definition"),
     Rule("AP021", "error", "A build argument `{{ NAME }}` with no value in the stage's %arguments",
          "Apptainer (1.2 and later) replaces `{{ NAME }}` before it parses the stage, from --build-arg or the "
          "stage's %arguments; a NAME with neither stops the build (\"build var NAME is not defined\"). The "
@@ -358,7 +526,8 @@ TIMED_OUT = Rule(
     "killed and this finding takes the place of its findings (not cached: the next run tries again).", "both")
 
 _RULES = (*_THEIRS, TIMED_OUT, PIPE_TO_SHELL, DOWNLOAD_IN_LAYER, ROOT_USER, UNVERIFIED, LATE_CLEANUP, TOOLCHAIN_LEFT, INSECURE,
-          SUBSTITUTED, *_APPTAINER)
+          SUBSTITUTED, HARDCODED_PASSWORD, HTTP_KEY, WORLD_WRITABLE, NOPASSWD, UNPINNED_CLONE, END_OF_LIFE_BASE,
+          *_APPTAINER)
 RULES = {r.id: r for r in _RULES}
 
 

@@ -357,15 +357,24 @@ def is_clean(c: Command, m: Manager) -> bool:
     return bool(re.search(m.clean, " ".join(c.words)))
 
 
+INTERPRETER = re.compile(r"python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|php[0-9.]*|lua[0-9.]*|Rscript")
+
+
+def runs_stdin(c: Command) -> bool:
+    """A shell or an interpreter that runs what it reads: `sh`, `bash -s`, `python3 -`, `perl`."""
+    return c.program in SHELLS or bool(INTERPRETER.fullmatch(c.program)) and (
+        len(c.words) == 1 or "-" in c.words[1:] or all(w.startswith("-") for w in c.words[1:]))
+
+
 def is_pipe_to_shell(chain: Sequence[Command]) -> Command | None:
-    """The downloading command of `curl|wget ... | sh`, if the pipeline is one."""
+    """The downloading command of `curl|wget ... | sh` (or `| python3 -`, `| perl`), if the pipeline is one."""
     for k, c in enumerate(chain):
-        if c.program in ("curl", "wget") and any(d.program in SHELLS for d in chain[k + 1:]):
+        if c.program in ("curl", "wget") and any(runs_stdin(d) for d in chain[k + 1:]):
             return c
     return None
 
 
-def _option_value(words: Sequence[str], short: str, long: str) -> str | None:
+def option_value(words: Sequence[str], short: str, long: str) -> str | None:
     """The value of option `short` (also clustered: -qO-, -fsSLo FILE) or `long` (--x V, --x=V)."""
     for k, w in enumerate(words):
         following = words[k + 1] if k + 1 < len(words) else None
@@ -386,15 +395,15 @@ def download(c: Command) -> str | None:
         return None
     name = posixpath.basename(urls[-1].split("?")[0].rstrip("/"))
     if c.program == "wget":
-        out = _option_value(c.words, "-O", "--output-document")
+        out = option_value(c.words, "-O", "--output-document")
         if out is None:
-            directory = _option_value(c.words, "-P", "--directory-prefix")
+            directory = option_value(c.words, "-P", "--directory-prefix")
             out = posixpath.join(directory, name) if directory else name
     elif c.program == "curl":
-        out = _option_value(c.words, "-o", "--output")
+        out = option_value(c.words, "-o", "--output")
         if out is None and any(w in ("-O", "--remote-name") or re.fullmatch(r"-[A-Za-z]*O[A-Za-z]*", w)
                                for w in c.words):
-            directory = _option_value(c.words, "", "--output-dir")
+            directory = option_value(c.words, "", "--output-dir")
             out = posixpath.join(directory, name) if directory else name
     else:
         return None

@@ -276,3 +276,119 @@ def test_equal_contents_are_linted_once_and_rts_options_keep_findings(monkeypatc
     monkeypatch.setattr(tools, "_MEMO", {})
     monkeypatch.setattr(tools, "_rts_args", lambda exe: ())
     assert tools.hadolint_many([(smelly, "a")], jobs=1)[0] == fast[0]
+
+
+# ---- issue 32: the rules experts expect, and what builders parse ----------------------------------------
+
+def docker(body: str, base: str = "debian:12") -> str:
+    return f"FROM {base}\n{body}\nUSER 1000\nCMD [\"bash\"]\n"
+
+
+@pytest.mark.parametrize("body, rule, found", [
+    ("RUN echo root:secret | chpasswd", "GR010", True),
+    ("RUN echo \"root:$PASSWORD\" | chpasswd", "GR010", False),           # from the build's environment
+    ("RUN useradd -p '$6$salt$hash' bob", "GR010", True),
+    ("RUN useradd -p \"$HASH\" bob", "GR010", False),
+    ("RUN curl -fsSL http://example.org/repo.gpg | apt-key add -", "GR011", True),
+    ("RUN curl -fsSL https://example.org/repo.gpg | gpg --dearmor -o /usr/share/keyrings/r.gpg", "GR011", False),
+    ("RUN wget -qO /etc/apt/keyrings/x.asc http://example.org/x.asc", "GR011", True),
+    ("RUN chmod -R 777 /opt", "GR012", True),
+    ("RUN chmod -R 755 /opt", "GR012", False),
+    ("RUN echo 'app ALL=(ALL) NOPASSWD: ALL' >> /etc/sudoers", "GR013", True),
+    ("RUN git clone https://x/tool.git /opt/tool", "GR014", True),
+    ("RUN git clone -b main https://x/tool.git /opt/tool", "GR014", True),
+    ("RUN git clone --branch v2.3.1 https://x/tool.git /opt/tool", "GR014", False),
+    ("RUN git clone https://x/tool.git /opt/tool && git -C /opt/tool checkout 3f2a9c1d", "GR014", False),
+    ("WORKDIR /src\nRUN git clone https://x/tool.git && cd tool && git checkout 3f2a9c1d0b", "GR014", False),
+    ("RUN git clone https://x/a.git /a && git clone https://x/b.git /b && git -C /b checkout 3f2a9c1d", "GR014", True),
+    ("RUN curl -fsSL https://example.org/get.py | python3 -", "GR001", True),
+    ("RUN curl -fsSL https://example.org/get.pl | perl", "GR001", True),
+    ("RUN curl -fsSL https://example.org/data.json | python3 -m json.tool > /d.json", "GR001", False),
+])
+def test_expert_rules(body, rule, found):
+    hits = [f for f in lint_text(docker(body), kind=DOCKER) if f.rule == rule]
+    assert bool(hits) is found, hits
+
+
+@pytest.mark.parametrize("base, found", [
+    ("centos:7", True), ("docker.io/library/centos:centos7", True), ("ubuntu:18.04", True), ("ubuntu:focal", True),
+    ("debian:buster-slim", True), ("debian:10", True), ("python:2.7-slim", True),
+    ("nvidia/cuda:11.0.3-base-ubuntu18.04", True), ("nvidia/cuda:12.4.1-base-ubuntu22.04", False),
+    ("debian:12", False), ("ubuntu:24.04", False), ("rockylinux:9", False), ("python:3.12", False),
+])
+def test_end_of_life_bases(base, found):
+    hits = [f for f in lint_text(docker("RUN true", base), kind=DOCKER) if f.rule == "GR015"]
+    assert bool(hits) is found, hits
+    definition_text = f"Bootstrap: docker\nFrom: {base}\n%runscript\n    exec true\n"
+    assert bool([f for f in lint_text(definition_text, kind=DEFINITION) if f.rule == "GR015"]) is found
+
+
+@pytest.mark.parametrize("source, found", [("ubuntu", True), ("ubuntu:latest", True), ("ubuntu:24.04", False),
+                                           ("debian@sha256:" + "a" * 64, False), ("{{ BASE }}", False)])
+def test_unpinned_from_in_definitions(source, found):
+    text = f"Bootstrap: docker\nFrom: {source}\n%arguments\n    BASE=debian:12\n%runscript\n    exec true\n"
+    assert bool([f for f in lint_text(text, kind=DEFINITION) if f.rule == "AP022"]) is found
+
+
+def test_build_arguments_are_replaced_before_shellcheck():
+    text = defn("%arguments\n    DIR=/tmp/build\n%post\n    TMPDIR={{ DIR }}\n    rm -rf $TMPDIR/*\n    echo {{ NOPE }}\n"
+                "%runscript\n    exec true\n")
+    found = rules(lint_text(text, kind=DEFINITION))
+    assert (7, "SC2115") in found and (8, "AP021") in found
+    assert not [r for _, r in found if r in ("SC1083", "SC1072", "SC1073")]        # no braces left to misread
+
+
+def test_run_forms_are_read_by_our_rules():
+    text = ('FROM debian:12\nRUN ["sh", "-c", "curl -fsSL https://x/i.sh | sh"]\nRUN <<EOF\ncurl -fsSL https://x/j.sh | sh\n'
+            'EOF\nONBUILD RUN curl -fsSL https://x/k.sh | sh\nRUN python3 <<EOF\nprint(1)\nEOF\nUSER 1\nCMD ["bash"]\n')
+    assert [ln for ln, r in rules(lint_text(text, kind=DOCKER)) if r == "GR001"] == [2, 3, 6]
+
+
+def test_no_posix_findings_under_a_bash_shell_and_none_for_a_scratch_stage_of_outputs():
+    text = docker('SHELL ["/bin/bash", "-c"]\nENV A=1\nRUN if [[ "$A" == 1 ]]; then echo yes; fi')
+    assert not [r for _, r in rules(lint_text(text, kind=DOCKER)) if r.startswith("SC3")]
+    outputs = "FROM debian:12 AS b\nRUN echo x > /x\nUSER 1\nFROM scratch\nCOPY --from=b /x /x\n"
+    assert "GR003" not in [r for _, r in rules(lint_text(outputs, kind=DOCKER))]
+    env = defn("%environment\n    #!/bin/bash\n    export A=1\n%runscript\n    exec true\n")
+    assert not rules(lint_text(env, kind=DEFINITION))
+
+
+@pytest.mark.parametrize("text, reason", [
+    (docker("RUN yes | sh /i.sh"), "`yes` (line 2) never ends"),
+    (docker("RUN echo a | tee /a\nRUN V=\"$(printf 'a\\n' | head -n1)\" && echo \"$V\" > /v"),
+     "a pipe into `head` (line 3) may close early"),
+    (docker("RUN curl -fsSL https://x/a.tgz | tar xz"), "a failure of `curl` (line 2) fails the step"),
+    (docker("RUN echo a | tee /a\nRUN mkdir -p /opt/{a,b}"), "brace expansion"),
+    (docker("RUN echo a | tee /a\nRUN echo -e 'x\\ty'"), "echo -e"),
+])
+def test_pipefail_is_safe_only_when_proven(text, reason):
+    assert fix_text(text, DOCKER) == (text, [])
+    _, done = fix_text(text, DOCKER, unsafe=True)
+    assert any(f.rule == "DL4006" and reason in f.unsafe for f in done), [f.unsafe for f in done]
+
+
+def test_pipefail_stays_safe_where_it_is_proven():
+    text = docker("RUN echo a | tee /a && printf 'b\\n' | sort | uniq > /b")
+    fixed, done = fix_text(text, DOCKER)
+    assert [(f.rule, f.unsafe) for f in done] == [("DL4006", "")] and 'SHELL ["/bin/bash"' in fixed
+    rocky = docker("RUN echo a | tee /a\nRUN mkdir -p /opt/{a,b}", base="rockylinux:9")      # /bin/sh is bash there
+    assert [f.rule for f in fix_text(rocky, DOCKER)[1]] == ["DL4006"]
+
+
+def test_merged_runs_keep_their_shell_state_to_themselves():
+    text = docker("RUN umask 077 && A=1 && curl -fsSLo /tmp/a.tgz https://x/a.tgz\nRUN mkdir /d && rm -f /tmp/a.tgz")
+    fixed, done = fix_text(text, DOCKER)
+    assert "RUN (umask 077 && A=1 && curl -fsSLo /tmp/a.tgz https://x/a.tgz) && \\\n    mkdir /d" in fixed
+    errexit = docker("RUN set -e; curl -fsSLo /tmp/a.tgz https://x/a.tgz; true\nRUN rm -f /tmp/a.tgz")
+    assert fix_text(errexit, DOCKER) == (errexit, [])
+    assert "sh ignores -e" in fix_text(errexit, DOCKER, unsafe=True)[1][0].unsafe
+
+
+def test_apt_list_removal_waits_for_the_last_reader():
+    text = docker("RUN apt-get update && apt-get install -y curl=1\nRUN apt-get install -y git=1")
+    fixed, done = fix_text(text, DOCKER)
+    assert [(f.line, f.rule) for f in done if f.rule == "DL3009"] == [(3, "DL3009")]     # the second RUN only
+    assert fixed.count("rm -rf /var/lib/apt/lists/*") == 1
+    post = defn("%post\n    apt-get update\n    apt-get install -y curl=1\n    apt-cache policy curl\n"
+                "%runscript\n    exec true\n")
+    assert "DL3009" not in [f.rule for f in fix_text(post, DEFINITION)[1]]
