@@ -1,6 +1,7 @@
 """Lint Dockerfiles (hadolint + gen-recipe checks) and Apptainer definitions (gen-recipe + ShellCheck).
 
     gen-recipe lint PATH... [--format text|json] [--fix [--unsafe-fixes] [--no-backup]] [--target apptainer[:VERSION]]
+                    [--build-arg NAME=VALUE ...]
     gen-recipe lint --explain ID
 
 Exit 0: no findings (after --fix: none left); 1: findings; 2: bad input (unreadable file, not a
@@ -40,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="apptainer", metavar="RUNTIME[:VERSION]",
                         help="Apptainer/Singularity that reads the definitions, e.g. apptainer:1.3.6 or "
                              "singularity:3.1.0 (default: apptainer, any version)")
+    parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
+                        help="a definition's build argument, as `apptainer build --build-arg` gives it: replaces "
+                             "{{ NAME }} before the checks (else the stage's %%arguments default)")
     parser.add_argument("--ignore", action="append", default=[], metavar="ID[,ID...]",
                         help="do not report these rule ids (repeatable)")
     parser.add_argument("--explain", metavar="ID", help="print what rule ID checks and why, and exit")
@@ -141,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     fix = args.fix or args.unsafe_fixes
     if args.no_backup and not fix:
         raise LintError("lint: --no-backup only goes with --fix")
-    target = Target.parse(args.target)
+    target = Target.parse(args.target).with_build_args(args.build_arg)
     skipped: list[tuple[str, str]] = []
     sources = collect(args.paths, skipped)
     report_skipped(skipped)

@@ -451,14 +451,15 @@ def _value(values: dict[str, str], name: str) -> str:
     return BUILD_ARG.sub(lambda inner: values.get(inner.group(1), inner.group(0)), values[name])
 
 
-def templated(text: str, stages: Sequence[Stage]) -> tuple[str, list[Hit]]:
-    """The definition as Apptainer builds it, each stage's `{{ NAME }}` replaced by its %arguments default (line
-    numbers kept: a value is one line), and AP021 for each NAME without a value (left as the word NAME)."""
+def templated(text: str, stages: Sequence[Stage], given: Sequence[tuple[str, str]] = ()) -> tuple[str, list[Hit]]:
+    """The definition as Apptainer builds it, each stage's `{{ NAME }}` replaced by the `given` value (--build-arg)
+    or its %arguments default (line numbers kept: a value is one line), and AP021 for each NAME without a value
+    (left as the word NAME)."""
     lines = split_lines(text)
     bounds = [s.line for s in stages[1:]] + [len(lines) + 1]
     hits: list[Hit] = []
     for stage, end in zip(stages, bounds):
-        values = argument_defaults(stage)
+        values = {**argument_defaults(stage), **dict(given)}
         for n in range(stage.line, end):
             line, out, last = lines[n - 1], [], 0
             for m in BUILD_ARG.finditer(line):
@@ -503,7 +504,7 @@ def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int,
     if not stages:
         return [(1, "AP001", "no `Bootstrap:` header and no sections: not a definition")], [], {}
     if target.arguments and BUILD_ARG.search(text):
-        text, hits = templated(text, stages)
+        text, hits = templated(text, stages, target.build_args)
         stages = parse(text)
     names: list[str] = []
     for k, stage in enumerate(stages):

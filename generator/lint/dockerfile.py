@@ -305,6 +305,23 @@ def non_posix_runs(all_stages: Sequence[Stage]) -> set[int]:
     return out
 
 
+def spaced_heredocs(text: str) -> tuple[str, list[int]]:
+    """The text with a blank line after each heredoc terminator that the next instruction follows directly
+    (hadolint stops there with DL1000 and checks nothing), and the original line of each of its lines."""
+    lines = split_lines(text)
+    after = {ins.end for ins in parse(text) if ins.heredoc and ins.end < len(lines) and lines[ins.end].strip()}
+    if not after:
+        return text, list(range(1, len(lines) + 1))
+    out, origin = [], []
+    for number, line in enumerate(lines, 1):
+        out.append(line)
+        origin.append(number)
+        if number in after:
+            out.append("")
+            origin.append(number)
+    return "\n".join(out) + "\n", origin
+
+
 def holds_only_files(stage: Stage) -> bool:
     """A `FROM scratch` stage with nothing to run (no RUN, CMD or ENTRYPOINT): build outputs to copy from, whose
     user nothing uses."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,9 +34,19 @@ def _merge_definition(checked, path: str, sc: list[Finding]) -> list[Finding]:
     return sorted(set(_own(path, hits, ignore) + [f for f in sc if f.rule not in ignore.get(f.line, frozenset())]))
 
 
+def _hadolint_input(text: str) -> tuple[str, list[int]]:
+    return dockerfile.spaced_heredocs(text)
+
+
+def _back(findings: list[Finding], origin: list[int]) -> list[Finding]:
+    """hadolint's findings on the lines of the text it was given (see dockerfile.spaced_heredocs)."""
+    return [dataclasses.replace(f, line=origin[min(f.line, len(origin)) - 1]) if origin else f for f in findings]
+
+
 def lint_dockerfile(text: str, path: str) -> list[Finding]:
     """hadolint's findings plus ours (GR rules), with both pragmas applied to both."""
-    return _merge_docker(_docker_own(text, path), tools.hadolint(text, path))
+    given, origin = _hadolint_input(text)
+    return _merge_docker(_docker_own(text, path), _back(tools.hadolint(given, path), origin))
 
 
 def lint_definition(text: str, path: str, target: Target = Target()) -> list[Finding]:
@@ -73,8 +84,9 @@ def lint_sources(sources: Sequence[Source], target: Target = Target(), jobs: int
     tools.budget()                                  # a bad $GEN_RECIPE_LINT_TIMEOUT: one line, before any work
     jobs = jobs or tools.default_jobs()
     with ThreadPoolExecutor(max_workers=2) as pool, tools.children_killed():    # killed first, then the threads end
-        hado = pool.submit(tools.hadolint_many, [(sources[k].text, sources[k].path) for k in docker], jobs)
+        given = {k: _hadolint_input(sources[k].text) for k in docker}
+        hado = pool.submit(tools.hadolint_many, [(given[k][0], sources[k].path) for k in docker], jobs)
         sc = pool.submit(tools.shellcheck_many, [(checked[k][1], sources[k].path) for k in defs], jobs)
-        theirs = dict(zip(docker, hado.result())) | dict(zip(defs, sc.result()))
+        theirs = {k: _back(found, given[k][1]) for k, found in zip(docker, hado.result())} | dict(zip(defs, sc.result()))
     return [_merge_docker(own[k], theirs[k]) if k in own else _merge_definition(checked[k], sources[k].path, theirs[k])
             for k in range(len(sources))]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -59,6 +61,7 @@ class Target:
 
     name: str = "apptainer"
     version: tuple[int, ...] | None = None
+    build_args: tuple[tuple[str, str], ...] = ()     # --build-arg NAME=VALUE: before a stage's %arguments
 
     @classmethod
     def parse(cls, text: str) -> Target:
@@ -72,6 +75,18 @@ class Target:
         if not m:
             raise LintError(f"lint: --target '{text}': '{version}' is not a version (e.g. 1.3.6)")
         return cls(name, tuple(int(p) for p in m.group(1).split(".")))
+
+    def with_build_args(self, given: Sequence[str]) -> Target:
+        """This target with `--build-arg NAME=VALUE` values (refused in one line: no `=`, a NAME that is not a
+        word, a VALUE with a line break or a NUL)."""
+        out = []
+        for arg in given:
+            name, eq, value = arg.partition("=")
+            if not eq or not re.fullmatch(r"\w+", name.strip()) or re.search(r"[\n\r\x00]", value):
+                raise LintError(f"lint: --build-arg {arg[:60]!r}: give NAME=VALUE (NAME letters, digits and _; the "
+                                "VALUE on one line), e.g. --build-arg TORCH=2.13.0")
+            out.append((name.strip(), value.strip()))
+        return dataclasses.replace(self, build_args=tuple(out))
 
     def at_least(self, apptainer: tuple[int, ...], singularity: tuple[int, ...]) -> bool:
         if self.version is None:

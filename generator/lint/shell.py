@@ -170,11 +170,47 @@ def split_script(lines: Sequence[tuple[int, str]], docker: bool = False) -> tupl
     return list(commands), list(spans)
 
 
+def _parts(lines: tuple[tuple[int, str], ...], start: int, end: int, docker: bool) -> list[tuple[int, int]]:
+    """(offset in the joined text, line number) of each physical line that logical_lines joined into the
+    logical line `start`..`end` (the same skips and joins)."""
+    out, offset, continuing = [], 0, False
+    for number, text in lines:
+        if number < start or number > end:
+            continue
+        if continuing and docker and (text.lstrip().startswith("#") or not text.strip()):
+            continue
+        part = text.rstrip()[:-1] if continued(text) and number < end else text
+        out.append((offset, number))
+        offset += len(part.strip()) + 1
+        continuing = True
+    return out
+
+
+def _line_of(words: Sequence[str], text: str, cursor: int, parts: list[tuple[int, int]], line: int) -> tuple[int, int]:
+    """The line a command's program is on in a joined logical line (searched from `cursor`, past the words of
+    the commands before), and the cursor past its own words; where the program is not found as written (a
+    substitution, quotes), the line before."""
+    found = None
+    for k, word in enumerate(words):
+        m = re.compile(rf"(?<![\w/.-]){re.escape(word)}(?![\w.-])").search(text, cursor) \
+            if word and "__SUB__" not in word else None
+        if m is None:
+            if k == 0:
+                return line, cursor
+            break
+        found = m.start() if k == 0 else found
+        cursor = m.end()
+    return next(number for offset, number in reversed(parts) if offset <= found), cursor
+
+
 @functools.lru_cache(maxsize=1 << 14)
 def _split(lines: tuple[tuple[int, str], ...], docker: bool) -> tuple[tuple[Command, ...], tuple[Span, ...]]:
+    """The commands of a script; each command's `line` is the physical line its program is on (in a continued
+    chain, not the chain's first line), `end` its logical line's last."""
     commands, spans, pipeline = [], [], 0
     for start, end, text, ignore in logical_lines(lines, skip_comments_in_continuation=docker):
         spans.append(Span(start, end, ignore))
+        parts, cursor, line = (_parts(lines, start, end, docker), 0, start) if end > start else ([], 0, start)
         words: list[str] = []
         stage, toks, j = 0, [*_tokens(text), "\n"], 0
         while j < len(toks):
@@ -184,7 +220,9 @@ def _split(lines: tuple[tuple[int, str], ...], docker: bool) -> tuple[tuple[Comm
                     simple, assigns = _simple(words)
                     if simple:
                         op = tok if tok in ("&&", "||", ";", "&", "|", "|&") else ""
-                        commands.append(Command(simple, assigns, start, end, pipeline, stage, op, ignore))
+                        if parts:
+                            line, cursor = _line_of(simple, text, cursor, parts, line)
+                        commands.append(Command(simple, assigns, line, end, pipeline, stage, op, ignore))
                     words = []
                 if tok in ("|", "|&"):
                     stage += 1

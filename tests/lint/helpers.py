@@ -14,7 +14,8 @@ from generator.lint.model import kind_by_name
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "lint"
-CORPUS = sorted(p for d in ("smelly", "hpccm", "build", "realworld") for p in (FIXTURES / d).iterdir() if kind_by_name(p.name))
+CORPUS = sorted(p for d in ("smelly", "hpccm", "build", "realworld", "equivalent") for p in (FIXTURES / d).iterdir()
+                if kind_by_name(p.name))
 # GEN_RECIPE_LINT_REGEN=1 pytest tests/lint/test_lint_fixtures.py rewrites the sidecars (review the diff!)
 REGEN = os.environ.get("GEN_RECIPE_LINT_REGEN") == "1"
 RAW_SITES = ("frontier", "ifca", "local", "supermuc")    # the sites scripts/hpccm_raw.py renders

@@ -222,3 +222,16 @@ def test_docs_list_every_rule():
     doc = (FIXTURES.parents[2] / "docs" / "lint.md").read_text(encoding="utf-8")
     missing = [rule_id for rule_id in RULES if rule_id not in doc]
     assert not missing, f"docs/lint.md does not mention {missing}"
+
+
+def test_build_args_replace_the_defaults_and_bad_ones_are_one_line(capsys, tmp_path):
+    path = tmp_path / "app.def"
+    path.write_text("Bootstrap: docker\nFrom: debian:{{ DEBIAN }}\n%arguments\n    DEBIAN=12\n"
+                    "%post\n    echo {{ VERSION }} > /version\n%runscript\n    exec cat /version\n")
+    rc, out, _ = lint(capsys, path)
+    assert rc == 1 and ":6: AP021 error: {{ VERSION }} has no value" in out
+    rc, out, _ = lint(capsys, "--build-arg", "VERSION=1.0", "--build-arg", "DEBIAN=10", path)
+    assert rc == 1 and "AP021" not in out and ":2: GR015 warning: debian:10: Debian 10 left LTS" in out
+    for bad in ("VERSION", "A B=1", "V=a\nb"):
+        rc, out, err = lint(capsys, "--build-arg", bad, path)
+        assert rc == 2 and out == "" and err.count("\n") == 1 and "give NAME=VALUE" in err, err

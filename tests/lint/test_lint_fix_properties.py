@@ -1,4 +1,5 @@
-"""--fix on random mixes of smelly lines: it ends, never raises, and a second run changes nothing."""
+"""--fix on random mixes of smelly lines: it ends, never raises, a second run changes nothing, and a safe fix keeps
+every command (it changes only what it names)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generator.lint import DEFINITION, DOCKER
-from generator.lint import definition, dockerfile
+from generator.lint import definition, dockerfile, shell
 from generator.lint.fix import fix_text
 
 RUNS = [
@@ -96,3 +97,49 @@ def test_unsafe_level_is_idempotent_and_adds_only_unsafe_fixes(text, defn):
         assert fix_text(fixed, kind, unsafe=True) == (fixed, [])
         if not any(f.unsafe for f in all_done):
             assert fixed == safe
+
+
+# A safe fix changes only what it names: every command of the original still runs, in order, with the same
+# words, except the rewrites the fix table lists (apt -> apt-get, flags added, `cd DIR &&` moved into a
+# WORKDIR), and the only commands added are the named cleanups (and `set -eo pipefail` for %post).
+ADDED_FLAGS = {"-y", "--no-cache-dir"}
+ADDED_COMMANDS = {("rm", "-rf", "/var/lib/apt/lists/*"), ("yum", "clean", "all"), ("dnf", "clean", "all"),
+                  ("zypper", "clean"), ("set", "-eo", "pipefail")}
+
+
+def _docker_commands(text: str) -> list[tuple[str, ...]]:
+    lines = text.split("\n")
+    return [c.words for ins in dockerfile.parse(text) if ins.keyword == "RUN" and ins.shell_form
+            for c in dockerfile.commands(ins, lines)]
+
+
+def _definition_commands(text: str) -> list[tuple[str, ...]]:
+    return [c.words for stage in definition.parse(text)
+            for c in shell.split_script(definition.post_script(stage))[0]]
+
+
+def _same_command(before: tuple[str, ...], after: tuple[str, ...]) -> bool:
+    rename = ("apt-get",) + before[1:] if before[:1] == ("apt",) else before
+    return [w for w in after if w not in ADDED_FLAGS or w in rename] == list(rename) or after == before
+
+
+def _keeps_every_command(before: list[tuple[str, ...]], after: list[tuple[str, ...]]) -> str:
+    """"" when `after` is `before` plus the named additions (and minus `cd DIR` moved to a WORKDIR)."""
+    k = 0
+    for command in after:
+        if k < len(before) and before[k][:1] == ("cd",) and not _same_command(before[k], command):
+            k += 1                                      # DL3003: the cd became a WORKDIR
+        if k < len(before) and _same_command(before[k], command):
+            k += 1
+        elif tuple(command) not in ADDED_COMMANDS:
+            return f"added or changed: {' '.join(command)}"
+    return "" if k == len(before) else f"dropped: {' '.join(before[k])}"
+
+
+@settings(max_examples=80, deadline=None)
+@given(dockerfiles(), definitions())
+def test_a_safe_fix_keeps_every_command(text, defn):
+    fixed, _ = fix_text(text, DOCKER)
+    assert not _keeps_every_command(_docker_commands(text), _docker_commands(fixed)), (text, fixed)
+    fixed, _ = fix_text(defn, DEFINITION)
+    assert not _keeps_every_command(_definition_commands(defn), _definition_commands(fixed)), (defn, fixed)

@@ -392,3 +392,16 @@ def test_apt_list_removal_waits_for_the_last_reader():
     post = defn("%post\n    apt-get update\n    apt-get install -y curl=1\n    apt-cache policy curl\n"
                 "%runscript\n    exec true\n")
     assert "DL3009" not in [f.rule for f in fix_text(post, DEFINITION)[1]]
+
+
+def test_findings_in_a_continued_chain_point_at_their_command():
+    text = defn("%post\n    apt-get update && \\\n        apt-get install -y curl=1 && \\\n"
+                "        curl -fsSL https://x/i.sh | sh && \\\n        echo done\n%runscript\n    exec true\n")
+    found = rules(lint_text(text, kind=DEFINITION))
+    assert (6, "GR001") in found and (5, "DL3009") in found, found      # the pipe's line; the install's line
+
+
+def test_hadolint_reads_past_a_heredoc_followed_directly_by_an_instruction():
+    text = ("FROM debian:12\nRUN <<EOF\necho hi\nEOF\nRUN apt-get install -y curl=1\nUSER 1\nCMD [\"bash\"]\n")
+    found = rules(lint_text(text, kind=DOCKER))
+    assert "DL1000" not in [r for _, r in found] and (5, "DL3009") in found, found     # hadolint checked line 5
