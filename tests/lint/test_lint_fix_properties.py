@@ -127,10 +127,10 @@ def _keeps_every_command(before: list[tuple[str, ...]], after: list[tuple[str, .
     """"" when `after` is `before` plus the named additions (and minus `cd DIR` moved to a WORKDIR)."""
     k = 0
     for command in after:
-        if k < len(before) and before[k][:1] == ("cd",) and not _same_command(before[k], command):
-            k += 1                                      # DL3003: the cd became a WORKDIR
         if k < len(before) and _same_command(before[k], command):
             k += 1
+        elif k + 1 < len(before) and before[k][:1] == ("cd",) and _same_command(before[k + 1], command):
+            k += 2                                      # DL3003: the cd became a WORKDIR
         elif tuple(command) not in ADDED_COMMANDS:
             return f"added or changed: {' '.join(command)}"
     return "" if k == len(before) else f"dropped: {' '.join(before[k])}"

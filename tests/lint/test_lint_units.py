@@ -75,7 +75,7 @@ def test_shell_split_commands_continuations_heredocs():
         "make -j$(nproc) install"], 1))
     commands, _ = shell.split_script(lines)
     assert [(c.line, c.end, c.words[0], c.op) for c in commands] == [
-        (1, 2, "apt-get", "&&"), (1, 2, "rm", ""), (3, 3, "cat", ""), (6, 6, "curl", "|"), (6, 6, "bash", ""),
+        (1, 2, "apt-get", "&&"), (2, 2, "rm", ""), (3, 3, "cat", ""), (6, 6, "curl", "|"), (6, 6, "bash", ""),
         (7, 7, "make", "")]
     assert commands[0].assigns == ("DEBIAN_FRONTEND=noninteractive",)
     assert shell.install(commands[0]).packages == ("curl",)
@@ -404,4 +404,4 @@ def test_findings_in_a_continued_chain_point_at_their_command():
 def test_hadolint_reads_past_a_heredoc_followed_directly_by_an_instruction():
     text = ("FROM debian:12\nRUN <<EOF\necho hi\nEOF\nRUN apt-get install -y curl=1\nUSER 1\nCMD [\"bash\"]\n")
     found = rules(lint_text(text, kind=DOCKER))
-    assert "DL1000" not in [r for _, r in found] and (5, "DL3009") in found, found     # hadolint checked line 5
+    assert "DL1000" not in [r for _, r in found] and (5, "DL3015") in found, found     # hadolint checked line 5
