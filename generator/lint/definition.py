@@ -479,7 +479,7 @@ REGISTRY_AGENTS = ("docker", "oci", "oras", "library", "shub")
 
 
 def base_image(stage: Stage) -> list[Hit]:
-    """AP022 (a registry image without a tag or digest, or `:latest`) and GR015 (a base past its end of life)."""
+    """AP022 (a registry image without a tag or digest, or `:latest`) and END_OF_LIFE_BASE (a base past its end of life)."""
     agent, source = stage.get("bootstrap"), stage.get("from")
     if agent is None or source is None or agent.value.lower() not in REGISTRY_AGENTS or not source.value:
         return []
