@@ -463,7 +463,7 @@ def templated(text: str, stages: Sequence[Stage], given: Sequence[tuple[str, str
         for n in range(stage.line, end):
             line, out, last = lines[n - 1], [], 0
             for m in BUILD_ARG.finditer(line):
-                if _COMMENT_BEFORE.search(line[:m.start()]):
+                if _COMMENT_BEFORE.search(line[last:m.start()]):     # since the last replaced one, as Apptainer
                     continue
                 name = m.group(1)
                 if name not in values:
@@ -492,7 +492,8 @@ def base_image(stage: Stage) -> list[Hit]:
                                            "from another image; give a tag or a digest"))
     why = rules.end_of_life(ref) if agent.value.lower() == "docker" else None
     if why:
-        hits.append((source.line, rules.END_OF_LIFE_BASE.id, f"{ref}: {why}, no security updates since"))
+        hits.append((source.line, rules.END_OF_LIFE_BASE.id,
+                     f"{ref}: {why}: no updates from its standard releases since"))
     return hits
 
 

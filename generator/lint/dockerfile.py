@@ -269,7 +269,8 @@ def check(text: str) -> list[Hit]:
         hits += [h[:3] for step in final for h in rules.run("step", DOCKER, step)]
         why = None if stage.image.lower() in names else rules.end_of_life(stage.image)
         if why:
-            hits.append((stage.start.start, rules.END_OF_LIFE_BASE.id, f"{stage.image}: {why}, no security updates since"))
+            hits.append((stage.start.start, rules.END_OF_LIFE_BASE.id,
+                         f"{stage.image}: {why}: no updates from its standard releases since"))
     if all_stages:
         last = all_stages[-1]
         single = tuple(c for step in final for c in step.commands) if len(all_stages) == 1 else ()

@@ -153,7 +153,7 @@ def _install_edits(lines: Sequence[str], commands: Sequence[shell.Command], pip_
                 yield e
 
 
-APT_CACHE_CLEAN = re.compile(r"^(apt-get|apt) (.* )?(clean|autoclean)\b|^rm .*/var/cache/apt")
+APT_CACHE_CLEAN = re.compile(r"^(apt-get|apt) (.* )?clean$|^rm .*/var/cache/apt(/archives)?/?(\*|\*\.deb)?( |$)")
 
 
 def _apt_risk(sub: str, after: Sequence[shell.Command]) -> str:
@@ -174,13 +174,30 @@ _READS_LISTS = {"apt-get": {"install", "download", "source", "build-dep", "upgra
                         "depends", "rdepends", "satisfy", "download", "source", "build-dep", "showsrc", "madison"}}
 
 
+def apt_sub(c: shell.Command) -> str:
+    """The subcommand of an apt-get/apt/apt-cache command (`-o X=Y`, `-t REL`, `-c FILE` skipped)."""
+    skip = False
+    for w in c.words[1:]:
+        if skip:
+            skip = False
+        elif w in shell.APT.value_options:
+            skip = True
+        elif not w.startswith("-"):
+            return w
+    return ""
+
+
 def reads_apt_lists(commands: Sequence[shell.Command]) -> shell.Command | None:
-    """The first command that needs the apt lists while none are there (no `apt-get update` before it)."""
+    """The first command that needs the apt lists while none are there (no `apt-get update` before it), or may:
+    one that hands `apt-get` to another program (`xargs apt-get`), runs a script, or is rosdep."""
     for c in commands:
-        sub = next((w for w in c.words[1:] if not w.startswith("-")), "")
+        sub = apt_sub(c)
         if c.program in ("apt-get", "apt") and sub == "update":
             return None
-        if c.program in ("apt-cache", "aptitude") or sub in _READS_LISTS.get(c.program, ()):
+        if c.program in ("apt-cache", "aptitude", "rosdep") or sub in _READS_LISTS.get(c.program, ()) \
+                or c.program not in ("apt-get", "apt") and any(w in ("apt-get", "apt", "apt-cache") for w in c.words[1:]) \
+                or c.program.endswith(".sh") or c.program in shell.SHELLS and len(c.words) > 1 \
+                and not c.words[1].startswith("-"):
             return c
     return None
 
@@ -229,9 +246,9 @@ def pipe_risk(pipe: Sequence[shell.Command]) -> str:
             return (f"a pipe into `{c.program}` (line {c.line}) may close early: with pipefail the writer's SIGPIPE "
                     "fails the step")
     for k, c in enumerate(pipe[:-1]):
-        fixed = not any("__SUB__" in w for w in c.words)
-        if not (c.program in QUIET_WRITERS and fixed or k > 0 and c.program in FILTERS and fixed and len(c.words) == 1
-                or k > 0 and c.program in FILTERS - {"cat"} and fixed):
+        fixed = not any("__SUB__" in w for w in c.words) and not (
+            c.program == "printf" and len(c.words) > 1 and re.search(r"%[-+ #0-9.]*[^s%-+ #0-9.]", c.words[1]))
+        if not (c.program in QUIET_WRITERS and fixed or k > 0 and c.program in FILTERS and len(c.words) == 1):
             return (f"under pipefail a failure of `{c.program}` (line {c.line}) fails the step; without it only "
                     f"`{pipe[-1].program}`'s status counts")
     for c in pipe[1:]:
@@ -245,7 +262,7 @@ def pipe_risk(pipe: Sequence[shell.Command]) -> str:
 BASHISMS = (
     (re.compile(r"(?<![$\\\w])\{[^\s{}'\"$]*,[^\s{}'\"]*\}|(?<![$\\])\{-?\w+\.\.-?\w+\}"),
      "brace expansion {}: dash keeps the braces, bash expands them"),
-    (re.compile(r"\becho\s+-[neE]*[eE]"), "echo -e: dash's echo prints the -e, bash's takes it as an option"),
+    (re.compile(r"\becho\s+(-[neE]+\s+)*-[neE]*[eE]"), "echo -e: dash's echo prints the -e, bash's takes it as an option"),
     (re.compile(r"\becho\b[^\n|;&]*\\[abcefnrtv0\\]"), "echo with backslash escapes: sh's echo interprets them, "
                                                           "bash's does not"),
     (re.compile(r"\$'"), "$'...' strings: bash expands the escapes, sh keeps them"),
@@ -254,8 +271,9 @@ BASHISMS = (
      "bash-only syntax (&>, |&, <<<, <(), [[, ${x:n}, ${x/a/b}): dash reads it otherwise or stops"),
     (re.compile(r"(^|[;&|({]\s*)(source|shopt|declare|typeset|let|pushd|popd|function)\s"),
      "a bash builtin or keyword (source, shopt, declare, let, pushd, function): dash has none of them"),
-    (re.compile(r"\$RANDOM|\$\{?(BASH\w*|PIPESTATUS|SECONDS|HOSTTYPE|OSTYPE)\b"),
+    (re.compile(r"\$RANDOM|\$\{?(BASH\w*|PIPESTATUS|SECONDS|HOSTTYPE|OSTYPE|UID|EUID|HOSTNAME|GROUPS)\b"),
      "a bash variable: empty under dash"),
+    (re.compile(r"\$\"|\[\s+-v\s"), "$\"...\" or [ -v ]: dash reads them otherwise"),
 )
 # images whose /bin/sh is dash (the Debian family): switching them to bash changes what a bashism does
 DASH = re.compile(r"^(docker\.io/)?(library/)?(debian|ubuntu|buildpack-deps)[:/@]|^(nvcr\.io/)?nvidia/cuda:|^rocm/|"
@@ -327,7 +345,7 @@ def _lists_risk(stage, stages, ins, lines) -> str:
     for step in [*later, *(i for child in _children(stage, stages) for i in child.instructions)]:
         c = reads_apt_lists(dockerfile.commands(step, lines))
         if c is not None:
-            return f"line {c.line} runs `{' '.join(c.words[:2])}`, which reads the apt lists, without apt-get update"
+            return f"line {c.line} runs `{' '.join(c.words[:3])}`, which reads (or may read) the apt lists, without apt-get update"
     return ""
 
 
@@ -347,8 +365,9 @@ def _docker_workdir(stage, stages, ins, lines):
             or cmds[0].op != "&&" or sum(c.program in ("cd", "pushd", "popd") for c in cmds) != 1:
         return
     target = cmds[0].words[1]
-    if re.search(r"[$*?~`\\\"']", target) or target == "-":
-        return
+    if re.search(r"[$*?~`\\\"']", target) or target == "-" or any(
+            re.search(rf"(target|dst|destination)={re.escape(target.rstrip('/'))}/?(,|$)", f) for f in ins.flags):
+        return                                      # a mount's target: WORKDIR would leave an empty folder
     previous = dockerfile.workdirs(stage, stages)[ins.start]
     where = shell.absolute(target, previous)
     if where is None:                               # relative to a WORKDIR we cannot see
@@ -376,7 +395,20 @@ def _has_pipe(ins, lines) -> bool:
     return not dockerfile.json_form(ins) and any(c.op in ("|", "|&") for c in dockerfile.commands(ins, lines))
 
 
+def _shell_form_elsewhere(stages_affected) -> dockerfile.Instruction | None:
+    """A shell-form CMD, ENTRYPOINT or HEALTHCHECK, or an ONBUILD: the SHELL runs them too, and the proof reads
+    only RUNs."""
+    for s in stages_affected:
+        for i in s.instructions:
+            if i.keyword == "ONBUILD" or i.keyword in ("CMD", "ENTRYPOINT") and not i.args.lstrip().startswith("[") \
+                    or i.keyword == "HEALTHCHECK" and re.match(r"(--\S+\s+)*CMD\s+(?!\[)", i.args, re.I):
+                return i
+    return None
+
+
 def _docker_pipefail(stage, stages, lines):
+    if any(i.keyword == "SHELL" for s in _chain(stage, stages)[1:] for i in s.instructions):
+        return                                      # a SHELL inherited from the stage it is built FROM
     for index, ins in enumerate(stage.instructions):
         if ins.keyword == "SHELL":
             return
@@ -388,7 +420,9 @@ def _docker_pipefail(stage, stages, lines):
                     (s.instructions[index:] if s is stage else s.instructions)
                     if i.keyword == "RUN" and not dockerfile.json_form(i)]
             script = [pair for i in runs for pair in dockerfile.script(i, lines)]
-            risk = _shell_risk(base, script, docker=True) or \
+            other = _shell_form_elsewhere([stage, *_children(stage, stages)])
+            risk = (f"the SHELL also runs the {other.keyword} of line {other.start}, which the proof does not read"
+                    if other else "") or _shell_risk(base, script, docker=True) or \
                 ("the image looks like a base: images built FROM it inherit the SHELL" if any(
                     _looks_like_base(s, stages) for s in [stage, *_children(stage, stages)]) else "")
             yield Edit(ins.above - 1, ins.above - 1, (SHELL_LINE,), ("DL4006",),
@@ -407,12 +441,19 @@ STATEFUL = frozenset({"cd", "pushd", "popd", "umask", "export", "unset", "set", 
                       "getopts", "mapfile", "readarray", "exit", "return", "enable", "builtin", "command"})
 _STATEFUL_TEXT = re.compile(r"\bexec\b|\bfunction\s|\w\s*\(\s*\)|(^|&&|\|\||[;({]|\bthen|\bdo|\belse)\s*"
                             r"[A-Za-z_]\w*=\S*\s*($|&&|\|\||[;)}])")
-ERREXIT = re.compile(r"\bset\s+(-[A-Za-z]*e[A-Za-z]*\b|(-\S+\s+)*-o\s+errexit)")
+ERREXIT = re.compile(r"\bset\b[^;&|\n]*\s(-[A-Za-z]*e[A-Za-z]*\b|-o\s+errexit)")
+
+
+def _bare_assignment(body: str) -> bool:
+    """An assignment that is a command of its own (`A=1 &&`, `V=$(...)`, `P="a b"`): it stays in the shell."""
+    toks = shell._tokens(body.replace("\n", " "))
+    return any(re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", t) and (k == 0 or toks[k - 1] in shell._OPS)
+               and (k + 1 == len(toks) or toks[k + 1] in shell._OPS) for k, t in enumerate(toks))
 
 
 def _needs_parens(cmds: Sequence[shell.Command], body: str) -> bool:
     return any(c.program in STATEFUL or c.op in (";", "||", "&") for c in cmds) \
-        or body.rstrip().endswith((";", "&")) or bool(_STATEFUL_TEXT.search(body))
+        or body.rstrip().endswith((";", "&")) or bool(_STATEFUL_TEXT.search(body)) or _bare_assignment(body)
 
 
 def _docker_merge(stage, stages, ins, lines):
@@ -449,7 +490,11 @@ def _docker_merge(stage, stages, ins, lines):
         moved = [lines[j] for j in range(ins.end, later.end) if j not in bodies and lines[j].strip()]
         block = lines[ins.above - 1:ins.start - 1]
         errexit = next((i for i in span[:-1] if ERREXIT.search("\n".join(lines[i.start - 1:i.end]))), None)
-        risk = "" if errexit is None else (
+        shell_e = next((i for s in _chain(stage, stages) for i in s.instructions if i.keyword == "SHELL"
+                        and (s is not stage or i.start < ins.start)
+                        and re.search(r'"-[A-Za-z]*e[A-Za-z]*"|"errexit"', i.args)), None)
+        risk = f"the SHELL of line {shell_e.start} sets -e: merged, a RUN runs in ( ) before &&, where -e is ignored" \
+            if shell_e else "" if errexit is None else (
             f"the RUN of line {errexit.start} sets -e: merged, it runs in ( ) before &&, where sh ignores -e")
         yield Edit(ins.above - 1, later.end, (*moved, *block, *merged), (DOWNLOAD_IN_LAYER.id,),
                    f"merged the RUNs of lines {ins.start}-{later.start}: {path} is deleted in its own layer",
@@ -503,6 +548,21 @@ def _indent(text: str) -> str:
     return text[:len(text) - len(text.lstrip())]
 
 
+_OPEN = {"do": 1, "done": -1, "then": 1, "fi": -1, "case": 1, "esac": -1, "{": 1, "}": -1}
+
+
+def _nesting(script: Sequence[tuple[int, str]], last: int) -> int:
+    """How many loops, ifs, cases, functions and { } groups are open after line `last` of a script."""
+    depth = 0
+    for start, _, text, _ in shell.logical_lines(script):
+        if start > last:
+            break
+        words = shell._tokens(text)
+        depth += sum(_OPEN.get(w, 0) for k, w in enumerate(words) if k == 0 or words[k - 1] in shell._OPS
+                     or w in ("{", "}", "do", "then"))
+    return max(depth, 0)
+
+
 def _definition_cleanups(lines, stage, commands):
     base = not stage.of("runscript", "startscript")
     for m in shell.MANAGERS:
@@ -512,9 +572,13 @@ def _definition_cleanups(lines, stage, commands):
             c = unclean[-1]
             risk = LISTS_RISK.replace("FROM it", "from it (Bootstrap: localimage)") if base and m is shell.APT else ""
             reader = reads_apt_lists(commands[commands.index(c) + 1:]) if m is shell.APT else None
-            if reader is not None:
-                risk = (f"line {reader.line} runs `{' '.join(reader.words[:2])}`, which reads the apt lists, after "
-                        "the line the removal goes to")
+            depth = _nesting(definition.post_script(stage), c.end)
+            if depth:
+                risk = (f"the install on line {c.line} is inside a loop, function, if or case: the removal after it "
+                        "would run before its next round")
+            elif reader is not None:
+                risk = (f"line {reader.line} runs `{' '.join(reader.words[:3])}`, which reads (or may read) the apt "
+                        "lists, after the line the removal goes to")
             yield Edit(c.end, c.end, (_indent(lines[c.line - 1]) + m.clean_command,), (m.clean_rule,),
                        f"added `{m.clean_command}` after the last {m.name} install of the stage", c.line - 1, risk)
 

@@ -288,7 +288,8 @@ def _password(step: Step) -> Iterator[Hit]:
             yield chain[-1].line, f"a password written in the recipe goes to `{chain[-1].program}`", chain[-1].ignore
     for c in step.commands:
         found = shell.option_value(c.words, "-p", "--password") if c.program in ("useradd", "usermod") else None
-        if found and "__SUB__" not in found and not re.match(r"\$\{?[A-Za-z_]", found):    # a hash, not a variable
+        if found and "__SUB__" not in found and not re.match(r"\$\{?[A-Za-z_]", found) \
+                and found not in ("*", "!", "!!", "x"):                  # a hash, not a variable or a lock
             yield c.line, f"`{c.program} -p` sets a password hash written in the recipe", c.ignore
 
 
@@ -322,9 +323,19 @@ HTTP_KEY = Rule(
     example="curl -fsSL http://example.org/repo.gpg | apt-key add -", check=_http_key)
 
 
+def _writable_by_all(mode: str) -> bool:
+    """A chmod mode that lets every user write (the sticky bit of /tmp-like folders excepted)."""
+    if re.fullmatch(r"[0-7]{3,4}", mode):
+        return bool(int(mode[-1]) & 2) and not (len(mode) == 4 and int(mode[0]) & 1)
+    return any(re.fullmatch(r"[ugo]*[oa][ugoa]*[+=][rwxXst]*w[rwxXst]*", part) for part in mode.split(","))
+
+
 def _world_writable(c: Command) -> str | None:
-    if c.program == "chmod" and any(re.fullmatch(r"0?777|[augo]*a[augo]*\+rwx|ugo\+rwx|o\+w|a\+w", w) for w in c.words[1:]):
-        return next(w for w in c.words[1:] if re.fullmatch(r"0?777|[augo]*a[augo]*\+rwx|ugo\+rwx|o\+w|a\+w", w))
+    if c.program == "chmod":
+        return next((w for w in c.words[1:] if not w.startswith("-") and _writable_by_all(w)), None)
+    if c.program in ("mkdir", "install"):
+        mode = shell.option_value(c.words, "-m", "--mode")
+        return mode if mode and _writable_by_all(mode) else None
     return None
 
 
@@ -333,7 +344,7 @@ WORLD_WRITABLE = Rule(
     "A world-writable file or folder in an image can be changed by any user of a shared system that runs it "
     "(Apptainer runs as the caller) and by any process in the container: its programs and libraries can be "
     "replaced. Give the owner (and group) what they need: `chmod 755`, `chown`.", "both",
-    example="chmod -R 777 /opt/app", check=_each_command(_world_writable, "`chmod {found}` makes files anyone may change"))
+    example="chmod -R 777 /opt/app", check=_each_command(_world_writable, "`{program} {found}` makes files anyone may change"))
 
 
 def _nopasswd(c: Command) -> str | None:
@@ -404,17 +415,21 @@ UNPINNED_CLONE = Rule(
 # End of life of the distributions and Pythons base images are made from: (image name, tag pattern) -> (when,
 # the source). Checked against the distributions' own release pages (titles in docs/lint.md, GR015).
 END_OF_LIFE = (
-    ("centos", r"6(\.[\d.]+)?|centos6", "CentOS Linux 6 reached its end of life on 2020-11-30"),
-    ("centos", r"7(\.[\d.]+)?|centos7", "CentOS Linux 7 reached its end of life on 2024-06-30"),
-    ("centos", r"8(\.[\d.]+)?|centos8", "CentOS Linux 8 reached its end of life on 2021-12-31"),
-    ("ubuntu", r"14\.04(\.\d+)?|trusty", "Ubuntu 14.04 left standard support in 2019-04"),
-    ("ubuntu", r"16\.04(\.\d+)?|xenial", "Ubuntu 16.04 left standard support in 2021-04"),
-    ("ubuntu", r"18\.04(\.\d+)?|bionic", "Ubuntu 18.04 left standard support on 2023-05-31"),
-    ("ubuntu", r"20\.04(\.\d+)?|focal", "Ubuntu 20.04 left standard support on 2025-05-31"),
+    ("centos", r"(centos)?6(\.[\d.]+)?", "CentOS Linux 6 reached its end of life on 2020-11-30"),
+    ("centos", r"(centos)?7(\.[\d.]+)?", "CentOS Linux 7 reached its end of life on 2024-06-30"),
+    ("centos", r"(centos)?8(\.[\d.]+)?", "CentOS Linux 8 reached its end of life on 2021-12-31"),
+    ("ubuntu", r"(14\.04(\.\d+)?|trusty)(-\d+)?", "Ubuntu 14.04 left standard support in 2019-04"),
+    ("ubuntu", r"(16\.04(\.\d+)?|xenial)(-\d+)?", "Ubuntu 16.04 left standard support in 2021-04"),
+    ("ubuntu", r"(18\.04(\.\d+)?|bionic)(-\d+)?", "Ubuntu 18.04 left standard support on 2023-05-31"),
+    ("ubuntu", r"(20\.04(\.\d+)?|focal)(-\d+)?", "Ubuntu 20.04 left standard support on 2025-05-31"),
     ("debian", r"(8|jessie)([.-].*)?", "Debian 8 left LTS on 2020-06-30"),
     ("debian", r"(9|stretch)([.-].*)?", "Debian 9 left LTS on 2022-06-30"),
     ("debian", r"(10|buster)([.-].*)?", "Debian 10 left LTS on 2024-06-30"),
+    ("debian", r"(11|bullseye)([.-].*)?", "Debian 11 left LTS on 2026-08-31"),
     ("python", r"2(\.\d+)*([.-].*)?", "Python 2 reached its end of life on 2020-01-01"),
+    ("python", r"3\.[0-7](\.\d+)?([.-].*)?", "Python 3.7 and older reached their end of life by 2023-06-27"),
+    ("python", r"3\.8(\.\d+)?([.-].*)?", "Python 3.8 reached its end of life on 2024-10-07"),
+    ("centos/centos", r"stream8", "CentOS Stream 8 reached its end of life on 2024-05-31"),
 )
 _CUDA_OS = re.compile(r"-(ubuntu1[468]\.04|ubuntu20\.04|centos[678])$")
 
@@ -423,7 +438,7 @@ def end_of_life(image: str) -> str | None:
     """Why an image reference names a base past its end of life (None: not one we know of)."""
     ref = re.sub(r"@sha256:[0-9a-f]+$", "", image.strip().lower())
     name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "")
-    short = re.sub(r"^(docker\.io/)?(library/)?", "", name)
+    short = re.sub(r"^(docker\.io/|quay\.io/)?(library/)?", "", name)
     for base, pattern, why in END_OF_LIFE:
         if short == base and re.fullmatch(pattern, tag):
             return why

@@ -405,3 +405,38 @@ def test_hadolint_reads_past_a_heredoc_followed_directly_by_an_instruction():
     text = ("FROM debian:12\nRUN <<EOF\necho hi\nEOF\nRUN apt-get install -y curl=1\nUSER 1\nCMD [\"bash\"]\n")
     found = rules(lint_text(text, kind=DOCKER))
     assert "DL1000" not in [r for _, r in found] and (5, "DL3015") in found, found     # hadolint checked line 5
+
+
+@pytest.mark.parametrize("text, kind, rule, reason", [      # the review's cases: each safe before, now unsafe
+    (defn("%post\n    apt-get update\n    for p in curl git; do\n        apt-get install -y \"$p\"\n    done\n"
+          "%runscript\n    exec true\n"), DEFINITION, "DL3009", "inside a loop, function, if or case"),
+    (docker("SHELL [\"/bin/bash\", \"-euxo\", \"pipefail\", \"-c\"]\nRUN wget -q -O /tmp/t.tgz https://x/t.tgz; false\n"
+            "RUN rm /tmp/t.tgz"), DOCKER, "GR002", "the SHELL of line 2 sets -e"),
+    (docker("RUN set -x -e; wget -q -O /tmp/t.tgz https://x/t.tgz; false\nRUN rm /tmp/t.tgz"), DOCKER, "GR002", "sets -e"),
+    (docker("RUN echo hi | tee /h\nCMD mkdir -p /tmp/{a,b}"), DOCKER, "DL4006", "the SHELL also runs the CMD of line 3"),
+    (docker("RUN printf '%d\\n' abc | tee /x"), DOCKER, "DL4006", "a failure of `printf`"),
+    (docker("RUN echo a | tee /a\nRUN echo -n -e 'x' > /x"), DOCKER, "DL4006", "echo -e"),
+    (docker("RUN echo a | tee /a\nRUN echo $EUID > /x"), DOCKER, "DL4006", "a bash variable"),
+    (docker("RUN apt-get update && apt-get install -y curl=1\nRUN apt-get -o Acquire::Retries=3 install -y git=1\n"
+            "RUN true"), DOCKER, "DL3009", "line 3 runs `apt-get -o Acquire::Retries=3`"),
+    (docker("RUN apt update && apt install -y curl=1 && apt-get autoclean"), DOCKER, "DL3027", "/var/cache/apt/archives"),
+])
+def test_what_the_review_found_unsafe_is_unsafe(text, kind, rule, reason):
+    _, safe = fix_text(text, kind)
+    assert not [f for f in safe if f.rule == rule and (rule != "DL3027" or "install" in f.what)
+                and (rule != "DL3009" or kind == DEFINITION or f.line == 2)]
+    _, done = fix_text(text, kind, unsafe=True)
+    assert any(f.rule == rule and reason in f.unsafe for f in done), [(f.rule, f.unsafe) for f in done]
+
+
+def test_a_merged_assignment_stays_in_its_own_run():
+    for value in ('$(cat /etc/debian_version)', '"/usr/local/my tool"'):
+        text = docker(f"RUN wget -q -O /tmp/t.tgz https://x/t.tgz && V={value}\nRUN echo \"${{V:-none}}\" > /v && rm /tmp/t.tgz")
+        fixed, _ = fix_text(text, DOCKER)
+        assert f"RUN (wget -q -O /tmp/t.tgz https://x/t.tgz && V={value}) && \\" in fixed, fixed
+
+
+def test_a_shell_inherited_from_the_parent_stage_is_kept():
+    text = ("FROM debian:12 AS base\nSHELL [\"/bin/bash\", \"--login\", \"-c\"]\nFROM base AS final\n"
+            "RUN echo hello | tee /hello.txt\nUSER 1\nCMD [\"bash\"]\n")
+    assert "DL4006" not in [f.rule for f in fix_text(text, DOCKER, unsafe=True)[1]]
