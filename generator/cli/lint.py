@@ -21,7 +21,6 @@ from pathlib import Path
 from generator.errors import UsageError, shown
 from generator.files import WriteFailed, replaceable, write_set
 from generator.lint.engine import lint_sources
-from generator.lint import fix as fixer
 from generator.lint.fix import Fixed, fix_all
 from generator.lint.model import Finding, LintError, Source, Target, collect
 from generator.lint.rules import SEVERITIES, explain
@@ -72,15 +71,15 @@ def write_fixed(path: Path, old: str, new: str, backup: bool) -> None:
 
 
 def fix_sources(sources: list[Source], backup: bool, unsafe: bool = False
-                ) -> tuple[list[Source], dict[str, list[Fixed]], list[str]]:
+                ) -> tuple[list[Source], dict[str, list[Fixed]], list[tuple[str, str]]]:
     """Fix each source in place (atomically, a numbered FILE.orig kept unless backup is False). Every file to
     rewrite is checked (links, special files, hard links) before the first is written: one refused file
-    leaves all of them as they were. Also returns the files that reached the fix limit."""
+    leaves all of them as they were. Also returns the files whose fixing stopped early, with why."""
     fixed_sources, fixed, limited, changed = [], {}, [], []
     for src in sources:
         text, done, stopped = fix_all(src.text, src.kind, unsafe)
         if stopped:
-            limited.append(src.path)
+            limited.append((src.path, stopped))
         if text != src.text:
             changed.append((Path(src.path), src.text, text))
         fixed[src.path] = done
@@ -152,8 +151,8 @@ def run(args: argparse.Namespace) -> int:
     fixed: dict[str, list[Fixed]] | None = None
     if fix:
         sources, fixed, limited = fix_sources(sources, backup=not args.no_backup, unsafe=args.unsafe_fixes)
-        for path in limited:
-            print(f"gen-recipe: lint: {shown(path)}: stopped after {fixer.MAX_FIXES} fixes; run --fix again", file=sys.stderr)
+        for path, why in limited:
+            print(f"gen-recipe: lint: {shown(path)}: {why}", file=sys.stderr)
     ignore = {i.strip().upper() for arg in args.ignore for i in arg.split(",") if i.strip()}
     findings = sorted(f for per_file in lint_sources(sources, target) for f in per_file if f.rule not in ignore)
     print(report_json(sources, findings, fixed) if args.format == "json" else report_text(sources, findings, fixed))

@@ -386,7 +386,8 @@ def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int,
                 and not pipefail_at(c.line, shell_name, shell_args, commands):     # echo/printf cannot fail
             hits.append((c.line, "DL4006", f"pipe in %post without pipefail ({shell_name} runs it): a failure "
                                            f"left of `|` does not stop the build", c.ignore))
-    return hits + rules.run("step", DEFINITION, rules.Step(tuple(pairs)))
+    inner = tuple(c for chain in shell.in_substitutions(lines) for c in chain)
+    return hits + rules.run("step", DEFINITION, rules.Step(tuple(pairs), inner=inner))
 
 
 def pragma_lines(text: str, stages: Sequence[Stage]) -> dict[int, frozenset[str]]:

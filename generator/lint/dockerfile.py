@@ -252,8 +252,9 @@ def steps(stage: Stage, all_stages: Sequence[Stage], text_lines: Sequence[str]) 
     wd = workdirs(stage, all_stages)
     out: list[rules.Step] = []
     for ins in reversed(stage.instructions):
+        inner = tuple(c for chain in shell.in_substitutions(script(ins, text_lines), docker=True) for c in chain)
         out.insert(0, rules.Step(tuple(tracked(ins, text_lines, wd[ins.start])), ins.start, tuple(out),
-                                 _unverified_add(ins)))
+                                 _unverified_add(ins), inner))
     return out
 
 
@@ -307,15 +308,22 @@ def non_posix_runs(all_stages: Sequence[Stage]) -> set[int]:
 
 
 def spaced_heredocs(text: str) -> tuple[str, list[int]]:
-    """The text with a blank line after each heredoc terminator that the next instruction follows directly
-    (hadolint stops there with DL1000 and checks nothing), and the original line of each of its lines."""
+    """The text as hadolint parses it, and the original line of each of its lines: a blank line after each
+    heredoc terminator that the next instruction follows directly, and `<<-` heredocs with their leading tabs
+    already stripped, as the builder strips them (on either, hadolint stops with DL1000 and checks nothing)."""
     lines = split_lines(text)
-    after = {ins.end for ins in parse(text) if ins.heredoc and ins.end < len(lines) and lines[ins.end].strip()}
-    if not after:
+    heredocs = [ins for ins in parse(text) if ins.heredoc]
+    after = {ins.end for ins in heredocs if ins.end < len(lines) and lines[ins.end].strip()}
+    changed = {}                     # line number → the line as hadolint reads it
+    for ins in heredocs:
+        if "<<-" in lines[ins.start - 1]:
+            changed[ins.start] = lines[ins.start - 1].replace("<<-", "<<")
+            changed.update((n, lines[n - 1].lstrip("\t")) for n in range(ins.start + 1, ins.end + 1))
+    if not (after or changed):
         return text, list(range(1, len(lines) + 1))
     out, origin = [], []
     for number, line in enumerate(lines, 1):
-        out.append(line)
+        out.append(changed.get(number, line))
         origin.append(number)
         if number in after:
             out.append("")

@@ -83,7 +83,7 @@ def lint_sources(sources: Sequence[Source], target: Target = Target(), jobs: int
     checked = {k: definition.check(sources[k].text, targets[k]) for k in defs}
     tools.budget()                                  # a bad $GEN_RECIPE_LINT_TIMEOUT: one line, before any work
     jobs = jobs or tools.default_jobs()
-    with ThreadPoolExecutor(max_workers=2) as pool, tools.children_killed():    # killed first, then the threads end
+    with ThreadPoolExecutor(max_workers=2) as pool, tools.children_killed(pool):   # killed, then the threads end
         given = {k: _hadolint_input(sources[k].text) for k in docker}
         hado = pool.submit(tools.hadolint_many, [(given[k][0], sources[k].path) for k in docker], jobs)
         sc = pool.submit(tools.shellcheck_many, [(checked[k][1], sources[k].path) for k in defs], jobs)

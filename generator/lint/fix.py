@@ -61,19 +61,22 @@ def fix_text(text: str, kind: str, unsafe: bool = False) -> tuple[str, list[Fixe
     return out, fixed
 
 
-def fix_all(text: str, kind: str, unsafe: bool = False, limit: int | None = None) -> tuple[str, list[Fixed], bool]:
-    """fix_text, and whether it stopped at `limit` (default MAX_FIXES) fixes with more to do. Line
-    ends (LF or CRLF) and a byte-order mark are kept."""
+def fix_all(text: str, kind: str, unsafe: bool = False, limit: int | None = None) -> tuple[str, list[Fixed], str]:
+    """fix_text, and why it stopped before the end ("" when it did not): at `limit` (default MAX_FIXES) fixes
+    with more to do, or a file it does not rewrite. Line ends (LF or CRLF) and a byte-order mark are kept."""
     limit = MAX_FIXES if limit is None else limit
     finder = _docker_edits if kind == DOCKER else _definition_edits
+    if kind == DOCKER and dockerfile.escape_char(split_lines(text)) != "\\":
+        return text, [], ("not rewritten: its `# escape=` directive makes another character the line continuation, "
+                          "and the fixes write `\\`")
     lines = split_lines(text)
-    origin, fixed, limited = list(range(1, len(lines) + 1)), [], False
+    origin, fixed, limited = list(range(1, len(lines) + 1)), [], ""
     for n in range(limit + 1):
         edit = next((e for e in finder(lines) if unsafe or not e.unsafe), None)
         if edit is None or tuple(edit.new) == tuple(lines[edit.start:edit.end]):
             break
         if n == limit:
-            limited = True
+            limited = f"stopped after {limit} fixes; run --fix again"
             break
         k = edit.start if edit.at is None else edit.at
         at = origin[k] if k < len(origin) else (origin[-1] if origin else 1)
@@ -107,10 +110,26 @@ def _flag_edit(lines: Sequence[str], c: shell.Command, sub: str, add: str, rules
     for n in range(c.line, c.end + 1):
         text = lines[n - 1]
         for m in pattern.finditer(text):
+            if _quoted(text, m.start()):              # `echo "apt-get install x"`: text, not the command
+                continue
             segment = re.split(r"&&|\|\||;|\|", text[m.start():])[0]
             if add.split()[0] not in segment.split():
                 return Edit(n - 1, n, (text[:m.end()] + " " + add + text[m.end():],), rules, what, unsafe=unsafe)
     return None
+
+
+def _quoted(text: str, pos: int) -> bool:
+    """Whether `pos` of the line is inside a '...' or "..." string (a backslash escapes outside '...')."""
+    quote, k = "", 0
+    while k < pos:
+        ch = text[k]
+        if ch == "\\" and quote != "'":
+            k += 2
+            continue
+        if quote and ch == quote or not quote and ch in "'\"":
+            quote = "" if quote else ch
+        k += 1
+    return bool(quote)
 
 
 def _uses_https(commands: Sequence[shell.Command]) -> bool:
@@ -119,8 +138,8 @@ def _uses_https(commands: Sequence[shell.Command]) -> bool:
 
 
 def _install_edits(lines: Sequence[str], commands: Sequence[shell.Command], pip_cache_off: Callable[[int], bool],
-                   later: Sequence[shell.Command] = ()):
-    """`later`: the commands that run after these (for what --no-install-recommends may drop)."""
+                   later: Callable[[], Sequence[shell.Command]] = tuple):
+    """`later()`: the commands that run after these (for what --no-install-recommends may drop)."""
     for k, c in enumerate(commands):
         if c.program == "apt" and "DL3027" not in c.ignore:
             for n in range(c.line, c.end + 1):
@@ -146,7 +165,7 @@ def _install_edits(lines: Sequence[str], commands: Sequence[shell.Command], pip_
                 yield e
         if m is shell.APT and "DL3015" not in c.ignore and not shell.no_recommends(inst):
             add, what = "--no-install-recommends", f"{c.program} {_sub(c, m)} --no-install-recommends"
-            if "ca-certificates" not in inst.packages and _uses_https([*commands[k + 1:], *later]):
+            if "ca-certificates" not in inst.packages and _uses_https([*commands[k + 1:], *later()]):
                 add, what = add + " ca-certificates", what + " ca-certificates (a later step uses HTTPS)"
             e = _flag_edit(lines, c, _sub(c, m), add, ("DL3015",), what, unsafe=RECOMMENDS)
             if e:
@@ -349,8 +368,7 @@ def _lists_risk(stage, stages, ins, lines) -> str:
     return ""
 
 
-def _docker_cleanups(stage, stages, ins, lines):
-    cmds = dockerfile.commands(ins, lines)
+def _docker_cleanups(stage, stages, ins, lines, cmds):
     for m in shell.MANAGERS:
         used = [c for c in cmds if c.program in m.programs and any(w in (*m.installs, "update") for w in c.words)]
         if used and m.clean_rule not in ins.ignore and not any(shell.is_clean(c, m) for c in cmds) \
@@ -359,8 +377,7 @@ def _docker_cleanups(stage, stages, ins, lines):
             yield _append(ins, lines, m.clean_command, m.clean_rule, f"added `{m.clean_command}` to the RUN", risk)
 
 
-def _docker_workdir(stage, stages, ins, lines):
-    cmds = dockerfile.commands(ins, lines)
+def _docker_workdir(stage, ins, lines, cmds, wd, index):
     if "DL3003" in ins.ignore or not cmds or cmds[0].program != "cd" or len(cmds[0].words) != 2 \
             or cmds[0].op != "&&" or sum(c.program in ("cd", "pushd", "popd") for c in cmds) != 1:
         return
@@ -368,7 +385,7 @@ def _docker_workdir(stage, stages, ins, lines):
     if re.search(r"[$*?~`\\\"']", target) or target == "-" or any(
             re.search(rf"(target|dst|destination)={re.escape(target.rstrip('/'))}/?(,|$)", f) for f in ins.flags):
         return                                      # a mount's target: WORKDIR would leave an empty folder
-    previous = dockerfile.workdirs(stage, stages)[ins.start]
+    previous = wd[ins.start]
     where = shell.absolute(target, previous)
     if where is None:                               # relative to a WORKDIR we cannot see
         return
@@ -377,7 +394,6 @@ def _docker_workdir(stage, stages, ins, lines):
                        flags=re.I)
     if new_first == first:
         return
-    index = stage.instructions.index(ins)
     following = stage.instructions[index + 1] if index + 1 < len(stage.instructions) else None
     absolute_next = following is not None and following.keyword == "WORKDIR" and following.args.startswith("/")
     restore = () if absolute_next else (f"WORKDIR {previous or '/'}",)
@@ -456,9 +472,8 @@ def _needs_parens(cmds: Sequence[shell.Command], body: str) -> bool:
         or body.rstrip().endswith((";", "&")) or bool(_STATEFUL_TEXT.search(body)) or _bare_assignment(body)
 
 
-def _docker_merge(stage, stages, ins, lines):
+def _docker_merge(stage, stages, ins, lines, wd):
     """DOWNLOAD_IN_LAYER: a download deleted by a later RUN → the RUNs from the download to the deletion merged."""
-    wd = dockerfile.workdirs(stage, stages)
     pairs = dockerfile.tracked(ins, lines, wd[ins.start])
     for k, (c, cwd) in enumerate(pairs):
         path = shell.downloaded(c, cwd)
@@ -519,22 +534,29 @@ def _docker_user(stages, lines):
 
 
 def _docker_edits(lines: list[str]):
-    """Every rewrite the text offers now, in file order (the first allowed one is applied)."""
+    """Every rewrite the text offers now, in file order (the first allowed one is applied). Each instruction's
+    commands are read once: the checks of one RUN look at the later ones (linear, not quadratic, in RUNs)."""
     instructions = dockerfile.parse("\n".join(lines))
     stages = dockerfile.stages(instructions)
+    cmds = {i.start: dockerfile.commands(i, lines) for s in stages for i in s.instructions
+            if i.keyword in ("RUN", "ONBUILD")}
     for number, stage in enumerate(stages):
-        runs = [ins for ins in stage.instructions if ins.keyword == "RUN" and ins.shell_form]
-        later_stages = [c for s in stages[number + 1:] for i in s.instructions for c in dockerfile.commands(i, lines)]
-        for ins in runs:
-            index = stage.instructions.index(ins)
-            env = " ".join(i.args for i in stage.instructions[:index] if i.keyword in ("ENV", "ARG"))
+        runs = [(k, ins) for k, ins in enumerate(stage.instructions) if ins.keyword == "RUN" and ins.shell_form]
+        wd = dockerfile.workdirs(stage, stages)
+        env, read = "", 0                   # the ENV and ARG text before the RUN
+        for r, (index, ins) in enumerate(runs):
+            env += " ".join(i.args for i in stage.instructions[read:index] if i.keyword in ("ENV", "ARG")) + " "
+            read = index
             scoped = [shell.Command(c.words, c.assigns, c.line, c.end, c.pipeline, c.stage, c.op,
-                                    c.ignore | ins.ignore) for c in dockerfile.commands(ins, lines)]
-            later = [c for i in runs[runs.index(ins) + 1:] for c in dockerfile.commands(i, lines)] + later_stages
+                                    c.ignore | ins.ignore) for c in cmds[ins.start]]
+
+            def later(r=r, number=number, runs=runs):
+                return [c for _, i in runs[r + 1:] for c in cmds[i.start]] + [
+                    c for s in stages[number + 1:] for i in s.instructions for c in cmds.get(i.start, ())]
             yield from _install_edits(lines, scoped, lambda _, env=env: "PIP_NO_CACHE_DIR" in env, later)
-            yield from _docker_cleanups(stage, stages, ins, lines)
-            yield from _docker_workdir(stage, stages, ins, lines)
-            yield from _docker_merge(stage, stages, ins, lines)
+            yield from _docker_cleanups(stage, stages, ins, lines, cmds[ins.start])
+            yield from _docker_workdir(stage, ins, lines, cmds[ins.start], wd, index)
+            yield from _docker_merge(stage, stages, ins, lines, wd)
         yield from _docker_pipefail(stage, stages, lines)
     if stages:
         yield from _docker_user(stages, lines)

@@ -130,6 +130,7 @@ class Step:
     line: int | None = None                         # a Dockerfile instruction's first line; None in a script
     later: tuple[Step, ...] = ()                    # the later steps of the stage (Dockerfile)
     add: str | None = None                          # the URL of an `ADD URL` without --checksum
+    inner: tuple[Command, ...] = ()                 # the commands inside its command substitutions
 
     @property
     def commands(self) -> list[Command]:
@@ -169,7 +170,7 @@ def _download_in_layer(step: Step) -> Iterator[Hit]:
             continue
         later = next((s for s in step.later if shell.deleted(path, s.pairs)), None)
         where = f"deleted only by the RUN on line {later.line}" if later else "never deleted"
-        yield step.line, f"{path} is downloaded here and {where}: it stays in this layer", c.ignore
+        yield c.line, f"{path} is downloaded here and {where}: it stays in this layer", c.ignore
 
 
 DOWNLOAD_IN_LAYER = Rule(
@@ -279,6 +280,10 @@ SUBSTITUTED = Rule(
     "both", example="$(echo $PY) -m venv /opt/venv", check=_each_command(shell.substituted, "a command substitution decides {found}"))
 
 
+_HASH_OPTIONS = {"openssl": ("-salt", "-in"), "mkpasswd": ("-m", "--method", "-S", "--salt", "-R", "--rounds",
+                                                              "-P", "--password-fd")}
+
+
 def _password(step: Step) -> Iterator[Hit]:
     """A password written into the recipe: `echo user:pass | chpasswd`, `useradd -p HASH`."""
     for chain in shell.pipelines(step.commands).values():
@@ -291,11 +296,20 @@ def _password(step: Step) -> Iterator[Hit]:
         if found and "__SUB__" not in found and not re.match(r"\$\{?[A-Za-z_]", found) \
                 and found not in ("*", "!", "!!", "x"):                  # a hash, not a variable or a lock
             yield c.line, f"`{c.program} -p` sets a password hash written in the recipe", c.ignore
+    for c in step.inner:                        # useradd -p "$(openssl passwd -6 secret)"
+        hashing = c.words[2:] if c.program == "openssl" and c.words[1:2] == ("passwd",) else \
+            c.words[1:] if c.program == "mkpasswd" else ()
+        values = _HASH_OPTIONS.get(c.program, ())
+        given = [w for k, w in enumerate(hashing) if not w.startswith("-") and not (k and hashing[k - 1] in values)]
+        if given and not any("$" in w or "__SUB__" in w for w in given):
+            yield c.line, f"`{' '.join(c.words[:2 if c.program == 'openssl' else 1])}` hashes a password written in " \
+                          "the recipe", c.ignore
 
 
 HARDCODED_PASSWORD = Rule(
     "GR010", "warning", "A password written in the recipe",
-    "`echo user:secret | chpasswd` or `useradd -p HASH` put the credential into the recipe, the image's layers "
+    "`echo user:secret | chpasswd`, `useradd -p HASH` or `useradd -p \"$(openssl passwd secret)\"` put the "
+    "credential into the recipe, the image's layers "
     "and its history, for everyone who pulls it (CIS Docker Benchmark, 4.10: do not store secrets in "
     "Dockerfiles). Create the user without a password and authenticate otherwise, or pass the secret at "
     "build time as a secret mount.", "both", example="echo user:secret | chpasswd", check=_password)

@@ -44,6 +44,7 @@ def find_tool(name: str) -> str:
 TIMEOUT_ENV, TIMEOUT = "GEN_RECIPE_LINT_TIMEOUT", 20.0     # seconds hadolint / ShellCheck may take per file
 _CHILDREN: set[subprocess.Popen] = set()
 _CHILDREN_LOCK = threading.Lock()
+_CLOSING = threading.Event()    # set while children_killed ends them: a linter started meanwhile ends itself
 
 
 def budget() -> float:
@@ -66,16 +67,22 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def children_killed() -> Iterator[None]:
+def children_killed(pool: ThreadPoolExecutor) -> Iterator[None]:
     """On leaving the block (normally, on an error, on SIGINT or on SIGTERM, which the CLI turns into SystemExit)
-    every linter process still running is killed, so the threads waiting for them end too."""
+    every linter process still running is killed, then `pool`'s threads are waited for. A thread that was still
+    starting a linter meanwhile (Popen not yet returned: not in the list swept) ends it itself."""
     try:
         yield
     finally:
         with _CHILDREN_LOCK:
+            _CLOSING.set()
             running = list(_CHILDREN)
-        for proc in running:
-            _kill(proc)
+        try:
+            for proc in running:
+                _kill(proc)
+            pool.shutdown(wait=True)
+        finally:
+            _CLOSING.clear()
 
 
 def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess | None:
@@ -88,7 +95,10 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess | None:
         raise LintError(f"lint: cannot run {argv[0]}: {exc.strerror or exc}") from None
     with _CHILDREN_LOCK:
         _CHILDREN.add(proc)
+        closing = _CLOSING.is_set()
     try:
+        if closing:                     # started while children_killed swept: no one else would end it
+            _kill(proc)
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill(proc)

@@ -401,8 +401,10 @@ def test_findings_in_a_continued_chain_point_at_their_command():
     assert (6, "GR001") in found and (5, "DL3009") in found, found      # the pipe's line; the install's line
 
 
-def test_hadolint_reads_past_a_heredoc_followed_directly_by_an_instruction():
-    text = ("FROM debian:12\nRUN <<EOF\necho hi\nEOF\nRUN apt-get install -y curl=1\nUSER 1\nCMD [\"bash\"]\n")
+@pytest.mark.parametrize("opener, body", [("<<EOF", "echo hi\nEOF"), ("<<-EOF", "\techo hi\n\tEOF"),
+                                          ("<<-'EOF'", "\t\techo hi\n\tEOF")])
+def test_hadolint_reads_past_a_heredoc_followed_directly_by_an_instruction(opener, body):
+    text = f"FROM debian:12\nRUN {opener}\n{body}\nRUN apt-get install -y curl=1\nUSER 1\nCMD [\"bash\"]\n"
     found = rules(lint_text(text, kind=DOCKER))
     assert "DL1000" not in [r for _, r in found] and (5, "DL3015") in found, found     # hadolint checked line 5
 
@@ -440,3 +442,48 @@ def test_a_shell_inherited_from_the_parent_stage_is_kept():
     text = ("FROM debian:12 AS base\nSHELL [\"/bin/bash\", \"--login\", \"-c\"]\nFROM base AS final\n"
             "RUN echo hello | tee /hello.txt\nUSER 1\nCMD [\"bash\"]\n")
     assert "DL4006" not in [f.rule for f in fix_text(text, DOCKER, unsafe=True)[1]]
+
+
+def test_a_flag_goes_on_the_command_not_into_a_quoted_text():
+    text = docker('RUN echo "to add: apt-get install foo" > /etc/motd && apt-get update && '
+                  "apt-get install --no-install-recommends foo=1 && rm -rf /var/lib/apt/lists/*")
+    fixed, done = fix_text(text, DOCKER)
+    assert 'echo "to add: apt-get install foo"' in fixed and "apt-get install -y --no-install-recommends foo=1" in fixed
+    assert [f.rule for f in done].count("DL3014") == 1
+
+
+def test_a_file_with_another_escape_character_is_not_rewritten():
+    from generator.lint.fix import fix_all
+    text = "# escape=`\nFROM debian:12\nRUN apt-get update && `\n    apt-get install -y curl=1\n"
+    out, done, why = fix_all(text, DOCKER, unsafe=True)
+    assert out == text and done == [] and "escape" in why
+    assert fix_all(text.replace("`", "\\"), DOCKER, unsafe=True)[1]      # with the default escape: fixed
+
+
+def test_fixing_is_linear_in_the_number_of_runs():
+    """Each RUN's commands are read once per pass (the checks of one RUN read all later ones): 4000 RUNs
+    take as many instruction reads as 4 × 1000, not 16 ×."""
+    from unittest import mock
+
+    from generator.lint import dockerfile
+    reads = []
+    for n in (1000, 4000):
+        text = docker("\n".join(f"RUN echo {k} > /f{k}" for k in range(n)) + "\nRUN apt-get update && apt-get install -y curl=1")
+        with mock.patch.object(dockerfile, "commands", wraps=dockerfile.commands) as spy:
+            fix_text(text, DOCKER, unsafe=True)
+        reads.append(spy.call_count)
+    assert reads[1] <= 4.5 * reads[0], reads
+
+
+def test_gr002_points_at_the_download_in_a_continued_chain():
+    text = docker("RUN apt-get update && \\\n    apt-get install -y wget=1 && \\\n"
+                  "    wget -q https://example.org/tool-1.0.tar.gz && \\\n    rm -rf /var/lib/apt/lists/*")
+    assert (4, "GR002") in rules(lint_text(text, kind=DOCKER))        # the wget's line, not the RUN's (2)
+
+
+def test_a_password_hashed_in_a_substitution_is_written_in_the_recipe():
+    text = docker('RUN useradd -p "$(openssl passwd -6 secret)" u && useradd -p "$(openssl passwd -6 -salt ab "$PW")" v\n'
+                  'RUN echo "$(mkpasswd -m sha-512 hunter2)" > /dev/null && echo "$(mkpasswd -m sha-512)" > /dev/null')
+    assert [f for f in rules(lint_text(text, kind=DOCKER)) if f[1] == "GR010"] == [(2, "GR010"), (3, "GR010")]
+    post = defn('%post\n    useradd -p "$(openssl passwd -1 pw)" u\n%runscript\n    exec true\n')
+    assert (4, "GR010") in rules(lint_text(post, kind=DEFINITION))
