@@ -110,7 +110,7 @@ def _flag_edit(lines: Sequence[str], c: shell.Command, sub: str, add: str, rules
     for n in range(c.line, c.end + 1):
         text = lines[n - 1]
         for m in pattern.finditer(text):
-            if _quoted(text, m.start()):              # `echo "apt-get install x"`: text, not the command
+            if _quoted(text, m.start()) or not _at_command(text, m.start()):   # `echo "apt-get install x"`: text
                 continue
             segment = re.split(r"&&|\|\||;|\|", text[m.start():])[0]
             if add.split()[0] not in segment.split():
@@ -132,6 +132,17 @@ def _quoted(text: str, pos: int) -> bool:
     return bool(quote)
 
 
+_SEGMENT = re.compile(r"&&|\|\||[;|(){}`]|\$\(|\b(?:then|do|else)\b")
+_PREFIX = re.compile(r"\s*(RUN\s+(--\S+\s+)*)?((sudo|env|nice|nohup|time|command)(\s+-\S+)*\s+|[A-Za-z_]\w*=\S*\s+)*",
+                     re.I)
+
+
+def _at_command(text: str, pos: int) -> bool:
+    """Whether `pos` of the line is where a command's program stands (after an operator, `RUN` and its flags,
+    `sudo`/`env` or assignments), not an argument of another command (`echo pip install x > notes`)."""
+    return _PREFIX.fullmatch(_SEGMENT.split(text[:pos])[-1]) is not None
+
+
 def _uses_https(commands: Sequence[shell.Command]) -> bool:
     return any(c.program in ("curl", "wget", "git", "pip", "pip3") or re.fullmatch(r"pip[0-9.]*", c.program)
                for c in commands if any("https://" in w for w in c.words))
@@ -143,7 +154,9 @@ def _install_edits(lines: Sequence[str], commands: Sequence[shell.Command], pip_
     for k, c in enumerate(commands):
         if c.program == "apt" and "DL3027" not in c.ignore:
             for n in range(c.line, c.end + 1):
-                found = re.search(r"(?<![\w/.-])apt(?=\s+(install|update|upgrade|remove|purge)\b)", lines[n - 1])
+                found = next((m for m in re.finditer(r"(?<![\w/.-])apt(?=\s+(install|update|upgrade|remove|purge)\b)",
+                                                     lines[n - 1])
+                              if not _quoted(lines[n - 1], m.start()) and _at_command(lines[n - 1], m.start())), None)
                 if found:
                     new = lines[n - 1][:found.start()] + "apt-get" + lines[n - 1][found.end():]
                     yield Edit(n - 1, n, (new,), ("DL3027",), f"apt {found.group(1)} -> apt-get {found.group(1)}",
@@ -206,15 +219,20 @@ def apt_sub(c: shell.Command) -> str:
     return ""
 
 
+_APT_IN_WORD = re.compile(r"(^|[\s;&|(`])(apt-get|apt|apt-cache|aptitude)($|\s)")   # xargs apt-get, sh -c "apt-get …"
+
+
 def reads_apt_lists(commands: Sequence[shell.Command]) -> shell.Command | None:
     """The first command that needs the apt lists while none are there (no `apt-get update` before it), or may:
-    one that hands `apt-get` to another program (`xargs apt-get`), runs a script, or is rosdep."""
+    one that hands `apt-get` to another program (`xargs apt-get`, `sh -c "apt-get …"`, `su -c`), runs a script,
+    or is rosdep, gdebi or mk-build-deps."""
     for c in commands:
         sub = apt_sub(c)
         if c.program in ("apt-get", "apt") and sub == "update":
             return None
         if c.program in ("apt-cache", "aptitude", "rosdep") or sub in _READS_LISTS.get(c.program, ()) \
-                or c.program not in ("apt-get", "apt") and any(w in ("apt-get", "apt", "apt-cache") for w in c.words[1:]) \
+                or c.program not in ("apt-get", "apt") and any(_APT_IN_WORD.search(w) for w in c.words[1:]) \
+                or c.program in ("gdebi", "mk-build-deps") \
                 or c.program.endswith(".sh") or c.program in shell.SHELLS and len(c.words) > 1 \
                 and not c.words[1].startswith("-"):
             return c
@@ -299,9 +317,18 @@ DASH = re.compile(r"^(docker\.io/)?(library/)?(debian|ubuntu|buildpack-deps)[:/@
                   r"^(docker\.io/)?(library/)?python:(?!.*alpine)", re.I)
 
 
+SHELL_SWITCH = ("the steps then run under bash instead of sh (dash on Debian and Ubuntu, bash in POSIX mode "
+                "elsewhere), which differ where no reading of the script can rule it out: $BASH_ENV read before each "
+                "step, ~ expanded in words like PATH=~/bin, echo escapes, the variables bash sets; review the steps")
+
+
 def _shell_risk(image: str, script: Sequence[tuple[int, str]], docker: bool = False) -> str:
     """Why running a script, given as (line, text) pairs, with bash -o pipefail instead of sh may change the
-    build ("": it provably does not)."""
+    build: the first difference found, else the general one (a shell switch is never proven safe)."""
+    return _shell_difference(image, script, docker) or SHELL_SWITCH
+
+
+def _shell_difference(image: str, script: Sequence[tuple[int, str]], docker: bool = False) -> str:
     if not HAS_BASH.search(image):
         return f"`{image}` is not an image known to have bash"
     commands, _ = shell.split_script(script, docker)
@@ -360,8 +387,7 @@ def _lists_risk(stage, stages, ins, lines) -> str:
     the stage, or of a stage built from it, reads them without an `apt-get update` of its own."""
     if _looks_like_base(stage, stages):
         return LISTS_RISK
-    later = stage.instructions[stage.instructions.index(ins) + 1:]
-    for step in [*later, *(i for child in _children(stage, stages) for i in child.instructions)]:
+    for step in _later_steps(stage, stages, ins):
         c = reads_apt_lists(dockerfile.commands(step, lines))
         if c is not None:
             return f"line {c.line} runs `{' '.join(c.words[:3])}`, which reads (or may read) the apt lists, without apt-get update"
@@ -371,10 +397,30 @@ def _lists_risk(stage, stages, ins, lines) -> str:
 def _docker_cleanups(stage, stages, ins, lines, cmds):
     for m in shell.MANAGERS:
         used = [c for c in cmds if c.program in m.programs and any(w in (*m.installs, "update") for w in c.words)]
-        if used and m.clean_rule not in ins.ignore and not any(shell.is_clean(c, m) for c in cmds) \
-                and any(shell.install(c) for c in used) and _appendable(ins, lines):
-            risk = _lists_risk(stage, stages, ins, lines) if m is shell.APT else ""
+        cached = m is shell.APT and any(re.search(r"type=cache", f) and re.search(r"(target|dst|destination)=/var/lib/apt"
+                                                                                  r"(/lists)?/?(,|$)", f) for f in ins.flags)
+        if used and not cached and m.clean_rule not in ins.ignore and not any(shell.is_clean(c, m) for c in cmds) \
+                and any(shell.install(c) for c in used) and _appendable(ins, lines):    # cached: not in the image
+            after = [c for step in _later_steps(stage, stages, ins) for c in dockerfile.commands(step, lines)]
+            risk = _lists_risk(stage, stages, ins, lines) if m is shell.APT else _cache_only(m, after)
             yield _append(ins, lines, m.clean_command, m.clean_rule, f"added `{m.clean_command}` to the RUN", risk)
+
+
+def _cache_only(m: shell.Manager, after: Sequence[shell.Command]) -> str:
+    """Why cleaning yum/dnf/zypper's cache may break a later step: one that runs from the cache alone."""
+    c = next((c for c in after if c.program in m.programs and any(w in ("-C", "--cacheonly") for w in c.words)), None)
+    return f"line {c.line} runs `{' '.join(c.words[:3])}` from the cache alone, which the clean empties" if c else ""
+
+
+def _later_steps(stage, stages, ins) -> list[dockerfile.Instruction]:
+    """The instructions after `ins` in its stage, then those of the stages built from it."""
+    return [*stage.instructions[stage.instructions.index(ins) + 1:],
+            *(i for child in _children(stage, stages) for i in child.instructions)]
+
+
+WORKDIR_RISK = ("WORKDIR resolves symbolic links, cd does not: with a link on the way (/usr/local/cuda, a Spack view, "
+                "a conda prefix) $PWD and `pwd` of the step and of every shell it starts name another path; and "
+                "WORKDIR makes a missing directory where cd fails")
 
 
 def _docker_workdir(stage, ins, lines, cmds, wd, index):
@@ -382,13 +428,16 @@ def _docker_workdir(stage, ins, lines, cmds, wd, index):
             or cmds[0].op != "&&" or sum(c.program in ("cd", "pushd", "popd") for c in cmds) != 1:
         return
     target = cmds[0].words[1]
-    if re.search(r"[$*?~`\\\"']", target) or target == "-" or any(
-            re.search(rf"(target|dst|destination)={re.escape(target.rstrip('/'))}/?(,|$)", f) for f in ins.flags):
-        return                                      # a mount's target: WORKDIR would leave an empty folder
+    if re.search(r"[$*?~`\\\"']", target) or target == "-":
+        return
     previous = wd[ins.start]
     where = shell.absolute(target, previous)
     if where is None:                               # relative to a WORKDIR we cannot see
         return
+    mounts = [m.group(2).rstrip("/") or "/" for f in ins.flags
+              if (m := re.search(r"(^|,)(?:target|dst|destination)=([^,]+)", f.partition("=")[2]))]
+    if any(where == t or where.startswith(t.rstrip("/") + "/") for t in mounts):
+        return                                      # in a mount: WORKDIR would leave empty folders in the image
     first = lines[ins.start - 1]
     new_first = re.sub(rf"^(\s*RUN\s+(?:--\S+\s+)*)cd\s+{re.escape(target)}\s*&&\s*", r"\1", first, count=1,
                        flags=re.I)
@@ -397,7 +446,7 @@ def _docker_workdir(stage, ins, lines, cmds, wd, index):
     following = stage.instructions[index + 1] if index + 1 < len(stage.instructions) else None
     absolute_next = following is not None and following.keyword == "WORKDIR" and following.args.startswith("/")
     restore = () if absolute_next else (f"WORKDIR {previous or '/'}",)
-    risk = "" if previous is not None or absolute_next else \
+    risk = WORKDIR_RISK if previous is not None or absolute_next else \
         "the WORKDIR inherited from the base image is unknown: restoring it as / may change later steps and the " \
         "image's working directory"
     block = tuple(lines[ins.above - 1:ins.start - 1])
@@ -438,9 +487,9 @@ def _docker_pipefail(stage, stages, lines):
             script = [pair for i in runs for pair in dockerfile.script(i, lines)]
             other = _shell_form_elsewhere([stage, *_children(stage, stages)])
             risk = (f"the SHELL also runs the {other.keyword} of line {other.start}, which the proof does not read"
-                    if other else "") or _shell_risk(base, script, docker=True) or \
+                    if other else "") or _shell_difference(base, script, docker=True) or \
                 ("the image looks like a base: images built FROM it inherit the SHELL" if any(
-                    _looks_like_base(s, stages) for s in [stage, *_children(stage, stages)]) else "")
+                    _looks_like_base(s, stages) for s in [stage, *_children(stage, stages)]) else SHELL_SWITCH)
             yield Edit(ins.above - 1, ins.above - 1, (SHELL_LINE,), ("DL4006",),
                        "SHELL with -o pipefail before the first RUN with a pipe", ins.start - 1, risk)
             return
@@ -467,9 +516,14 @@ def _bare_assignment(body: str) -> bool:
                and (k + 1 == len(toks) or toks[k + 1] in shell._OPS) for k, t in enumerate(toks))
 
 
+# assignments inside expansions: ${V:=x}, ${V=x}, $((i=1)), $((i++))
+_EXPANSION_ASSIGNS = re.compile(r"\$\{[A-Za-z_]\w*:?=|\$\(\([^)]*(\+\+|--|[^=!<>]=(?!=))")
+
+
 def _needs_parens(cmds: Sequence[shell.Command], body: str) -> bool:
     return any(c.program in STATEFUL or c.op in (";", "||", "&") for c in cmds) \
-        or body.rstrip().endswith((";", "&")) or bool(_STATEFUL_TEXT.search(body)) or _bare_assignment(body)
+        or body.rstrip().endswith((";", "&")) or bool(_STATEFUL_TEXT.search(body)) or _bare_assignment(body) \
+        or bool(_EXPANSION_ASSIGNS.search(body))
 
 
 def _docker_merge(stage, stages, ins, lines, wd):
@@ -601,6 +655,8 @@ def _definition_cleanups(lines, stage, commands):
             elif reader is not None:
                 risk = (f"line {reader.line} runs `{' '.join(reader.words[:3])}`, which reads (or may read) the apt "
                         "lists, after the line the removal goes to")
+            elif m is not shell.APT:
+                risk = _cache_only(m, commands[commands.index(c) + 1:])
             yield Edit(c.end, c.end, (_indent(lines[c.line - 1]) + m.clean_command,), (m.clean_rule,),
                        f"added `{m.clean_command}` after the last {m.name} install of the stage", c.line - 1, risk)
 

@@ -88,13 +88,14 @@ _THEIRS = (
          "`wget -O- URL | tar x` succeeds when the download fails. Dockerfile: `SHELL [\"/bin/bash\", \"-o\", "
          "\"pipefail\", \"-c\"]` before the RUN. Definition: /bin/sh (dash) has no pipefail; run %post with "
          "`%post -c /bin/bash` and `set -eo pipefail`.", "both",
-         "Dockerfile: inserts the SHELL line (not for alpine/busybox images); definition: `%post -c /bin/bash` "
-         "on the stage's %post sections + `set -eo pipefail`"),
+         "--unsafe-fixes only (bash is not sh: never provable): Dockerfile: inserts the SHELL line (not for "
+         "alpine/busybox images); definition: `%post -c /bin/bash` on the stage's %post sections + `set -eo pipefail`"),
     # ---- hadolint ids we only fix (hadolint finds them in Dockerfiles) -------------------------
     Rule("DL3003", "warning", "Use WORKDIR to switch to a directory",
          "`cd` in a RUN lasts for that RUN only and hides where the build happens. In definitions `cd` in %post "
          "is fine (one script, no WORKDIR), so this is not checked there.", "hadolint",
-         "`RUN cd DIR && rest` (one cd, first, absolute DIR) → `WORKDIR DIR`, `RUN rest`, `WORKDIR <previous>`"),
+         "--unsafe-fixes only (WORKDIR resolves symbolic links, cd does not): `RUN cd DIR && rest` (one cd, first, "
+         "literal DIR) → `WORKDIR DIR`, `RUN rest`, `WORKDIR <previous>`"),
     Rule("DL3002", "warning", "Last USER should not be root",
          "An explicit `USER root` at the end of the final stage runs the container as root.", "hadolint"),
     Rule("DL3059", "info", "Multiple consecutive RUN instructions. Consider consolidation.",
@@ -151,7 +152,7 @@ def _pipe_to_shell(step: Step) -> Iterator[Hit]:
     for chain in shell.pipelines(step.commands).values():
         fetch = shell.is_pipe_to_shell(chain)
         if fetch is not None:
-            yield (step.line or fetch.line, f"`{fetch.program} ... | {chain[-1].program}` runs a download unchecked",
+            yield (fetch.line, f"`{fetch.program} ... | {chain[-1].program}` runs a download unchecked",
                    fetch.ignore)
 
 

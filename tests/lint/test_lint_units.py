@@ -138,10 +138,12 @@ def test_pipe_to_shell_and_downloads():
 def test_fix_cd_to_workdir_restores_the_previous_one():
     text = ("FROM debian:12\nRUN cd /opt && make\nWORKDIR /src\n# hadolint ignore=DL3008\nRUN cd /x && \\\n    ls\n"
             "USER 1\n")
-    fixed, done = fix_text(text, DOCKER)
+    assert fix_text(text, DOCKER) == (text, [])                # WORKDIR resolves links: never safe
+    fixed, done = fix_text(text, DOCKER, unsafe=True)
     assert fixed == ("FROM debian:12\nWORKDIR /opt\nRUN make\nWORKDIR /src\nWORKDIR /x\n"
                      "# hadolint ignore=DL3008\nRUN \\\n    ls\nWORKDIR /src\nUSER 1\n")
     assert [(f.line, f.rule) for f in done] == [(2, "DL3003"), (5, "DL3003")]
+    assert all("symbolic links" in f.unsafe for f in done)
 
 
 @pytest.mark.parametrize("text", [
@@ -341,7 +343,7 @@ def test_build_arguments_are_replaced_before_shellcheck():
 def test_run_forms_are_read_by_our_rules():
     text = ('FROM debian:12\nRUN ["sh", "-c", "curl -fsSL https://x/i.sh | sh"]\nRUN <<EOF\ncurl -fsSL https://x/j.sh | sh\n'
             'EOF\nONBUILD RUN curl -fsSL https://x/k.sh | sh\nRUN python3 <<EOF\nprint(1)\nEOF\nUSER 1\nCMD ["bash"]\n')
-    assert [ln for ln, r in rules(lint_text(text, kind=DOCKER)) if r == "GR001"] == [2, 3, 6]
+    assert [ln for ln, r in rules(lint_text(text, kind=DOCKER)) if r == "GR001"] == [2, 4, 6]     # the body's line
 
 
 def test_no_posix_findings_under_a_bash_shell_and_none_for_a_scratch_stage_of_outputs():
@@ -367,12 +369,14 @@ def test_pipefail_is_safe_only_when_proven(text, reason):
     assert any(f.rule == "DL4006" and reason in f.unsafe for f in done), [f.unsafe for f in done]
 
 
-def test_pipefail_stays_safe_where_it_is_proven():
+def test_pipefail_is_never_safe_even_where_no_difference_is_found():
+    from generator.lint.fix import SHELL_SWITCH
     text = docker("RUN echo a | tee /a && printf 'b\\n' | sort | uniq > /b")
-    fixed, done = fix_text(text, DOCKER)
-    assert [(f.rule, f.unsafe) for f in done] == [("DL4006", "")] and 'SHELL ["/bin/bash"' in fixed
+    assert fix_text(text, DOCKER) == (text, [])
+    fixed, done = fix_text(text, DOCKER, unsafe=True)
+    assert [(f.rule, f.unsafe) for f in done] == [("DL4006", SHELL_SWITCH)] and 'SHELL ["/bin/bash"' in fixed
     rocky = docker("RUN echo a | tee /a\nRUN mkdir -p /opt/{a,b}", base="rockylinux:9")      # /bin/sh is bash there
-    assert [f.rule for f in fix_text(rocky, DOCKER)[1]] == ["DL4006"]
+    assert [(f.rule, f.unsafe) for f in fix_text(rocky, DOCKER, unsafe=True)[1]] == [("DL4006", SHELL_SWITCH)]
 
 
 def test_merged_runs_keep_their_shell_state_to_themselves():
@@ -422,11 +426,20 @@ def test_hadolint_reads_past_a_heredoc_followed_directly_by_an_instruction(opene
     (docker("RUN apt-get update && apt-get install -y curl=1\nRUN apt-get -o Acquire::Retries=3 install -y git=1\n"
             "RUN true"), DOCKER, "DL3009", "line 3 runs `apt-get -o Acquire::Retries=3`"),
     (docker("RUN apt update && apt install -y curl=1 && apt-get autoclean"), DOCKER, "DL3027", "/var/cache/apt/archives"),
+    # the second review: a shell switch and cd -> WORKDIR are never provable; more readers of the lists and caches
+    (docker("ENV BASH_ENV=/opt/env.sh\nRUN echo hi | tee /h"), DOCKER, "DL4006", "$BASH_ENV"),
+    (defn("%post\n    cat /etc/os-release | tee /h\n%runscript\n    exec true\n"), DEFINITION, "DL4006", "under pipefail"),
+    (docker("WORKDIR /\nRUN cd /usr/local/cuda && echo \"$PWD\" > /p"), DOCKER, "DL3003", "symbolic links"),
+    (docker("RUN apt-get update && apt-get install -y curl=1\nRUN sh -c \"apt-get install -y git=1\""), DOCKER,
+     "DL3009", "line 3 runs `sh -c apt-get install -y git=1`"),
+    (docker("RUN apt-get update && apt-get install -y curl=1\nRUN gdebi -n /tmp/r.deb"), DOCKER, "DL3009", "gdebi"),
+    (docker("RUN dnf install -y make-1\nRUN dnf -C install -y gcc-1", "rockylinux:9"), DOCKER, "DL3040",
+     "from the cache alone"),
 ])
 def test_what_the_review_found_unsafe_is_unsafe(text, kind, rule, reason):
     _, safe = fix_text(text, kind)
     assert not [f for f in safe if f.rule == rule and (rule != "DL3027" or "install" in f.what)
-                and (rule != "DL3009" or kind == DEFINITION or f.line == 2)]
+                and (rule not in ("DL3009", "DL3040") or kind == DEFINITION or f.line == 2)]
     _, done = fix_text(text, kind, unsafe=True)
     assert any(f.rule == rule and reason in f.unsafe for f in done), [(f.rule, f.unsafe) for f in done]
 
@@ -487,3 +500,31 @@ def test_a_password_hashed_in_a_substitution_is_written_in_the_recipe():
     assert [f for f in rules(lint_text(text, kind=DOCKER)) if f[1] == "GR010"] == [(2, "GR010"), (3, "GR010")]
     post = defn('%post\n    useradd -p "$(openssl passwd -1 pw)" u\n%runscript\n    exec true\n')
     assert (4, "GR010") in rules(lint_text(post, kind=DEFINITION))
+
+
+def test_no_workdir_inside_a_mount_and_no_list_removal_from_an_apt_cache_mount():
+    inside = docker("RUN --mount=type=bind,source=.,target=/src cd /src/app && make")
+    assert "DL3003" not in [f.rule for f in fix_text(inside, DOCKER, unsafe=True)[1]]
+    cached = docker("RUN --mount=type=cache,target=/var/lib/apt,sharing=locked apt-get update && apt-get install -y curl=1")
+    assert "DL3009" not in [f.rule for f in fix_text(cached, DOCKER, unsafe=True)[1]]
+
+
+def test_a_merge_keeps_assignments_inside_expansions_in_their_own_run():
+    for body in ('mkdir -p "${PREFIX:=/opt/x}"', "echo $((i=1)) > /i"):
+        text = docker(f"RUN wget -q https://x/x.tar.gz\nRUN tar xzf x.tar.gz && {body}\nRUN rm x.tar.gz && echo \"$PREFIX$i\" > /c")
+        fixed, _ = fix_text(text, DOCKER)
+        assert f"    (tar xzf x.tar.gz && {body}) && \\" in fixed, fixed
+
+
+def test_apt_in_quoted_text_or_as_an_argument_stays():
+    text = docker("RUN echo \"alias upd='apt update'\" >> /root/.bashrc && apt update && apt-get clean")
+    fixed, _ = fix_text(text, DOCKER)
+    assert "alias upd='apt update'" in fixed and "&& apt-get update &&" in fixed
+    text = docker("RUN echo pip install numpy > /opt/howto.txt && pip install scipy==1")
+    assert "echo pip install numpy > /opt/howto.txt && pip install --no-cache-dir scipy==1" in fix_text(text, DOCKER)[0]
+
+
+def test_gr001_points_at_the_pipe_in_a_continued_chain():
+    text = docker("RUN apt-get update && \\\n    apt-get install -y curl=1 && \\\n    curl -fsSL https://x.org/i.sh | sh && \\\n"
+                  "    rm -rf /var/lib/apt/lists/*")
+    assert (4, "GR001") in rules(lint_text(text, kind=DOCKER))
