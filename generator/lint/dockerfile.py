@@ -199,14 +199,14 @@ def user_of(stage: Stage, all_stages: Sequence[Stage]) -> str | None:
     users = [i.args.split()[0] for i in stage.instructions if i.keyword == "USER" and i.args.split()]
     if users:
         return users[-1]
-    parent = next((s for s in all_stages if s.name and s.name == stage.image and s is not stage), None)
+    parent = next((s for s in all_stages if s.name and s.name.lower() == stage.image.lower() and s is not stage), None)
     return user_of(parent, [s for s in all_stages if s is not stage]) if parent else None
 
 
 def workdirs(stage: Stage, all_stages: Sequence[Stage]) -> dict[int, str | None]:
     """The working directory each instruction of the stage runs in (by start line; None: unknown,
     i.e. inherited from an image we cannot see), following WORKDIR and `FROM <earlier stage>`."""
-    parent = next((s for s in all_stages if s.name and s.name == stage.image and s is not stage), None)
+    parent = next((s for s in all_stages if s.name and s.name.lower() == stage.image.lower() and s is not stage), None)
     if parent is not None:
         inherited = final_workdir(parent, [s for s in all_stages if s is not stage])
     else:

@@ -15,6 +15,7 @@ Definitions: the same package-manager and pip fixes in %post, and `%post -c /bin
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -110,7 +111,8 @@ def _flag_edit(lines: Sequence[str], c: shell.Command, sub: str, add: str, rules
     for n in range(c.line, c.end + 1):
         text = lines[n - 1]
         for m in pattern.finditer(text):
-            if _quoted(text, m.start()) or not _at_command(text, m.start()):   # `echo "apt-get install x"`: text
+            if _quoted(text, m.start()) or not _at_command(text, m.start()) \
+                    or m.group(0).split() != list(c.words[:len(m.group(0).split())]):  # another command's words
                 continue
             segment = re.split(r"&&|\|\||;|\|", text[m.start():])[0]
             if add.split()[0] not in segment.split():
@@ -222,6 +224,21 @@ def apt_sub(c: shell.Command) -> str:
 _APT_IN_WORD = re.compile(r"(^|[\s;&|(`])(apt-get|apt|apt-cache|aptitude)($|\s)")   # xargs apt-get, sh -c "apt-get …"
 
 
+# programs known not to read the apt lists: any other (a copied-in `install-prereqs`, `./setup`) may
+_NO_APT = frozenset(
+    "echo printf cd mkdir rm rmdir cp mv ln chmod chown chgrp touch cat tee ls find grep egrep sed awk sort uniq "
+    "head tail wc cut tr tar gzip gunzip bzip2 xz unxz zstd unzip zip curl wget git make cmake ninja meson gcc g++ cc "
+    "c++ gfortran ld ldconfig strip install patch diff python python3 pip pip3 useradd groupadd usermod userdel "
+    "adduser addgroup id whoami sha256sum sha512sum md5sum gpg true false test [ export set unset exit env sleep "
+    "date uname nproc which command type du df readlink realpath basename dirname xargs locale-gen localedef "
+    "update-alternatives update-ca-certificates dpkg-reconfigure dpkg rpm yum dnf microdnf zypper apk conda mamba "
+    "micromamba npm node cargo go rustup spack mpicc mpicxx mpif90 mpirun mpiexec nvcc hipcc ccache autoreconf "
+    "libtool pkg-config ln ldd file sync chpasswd passwd git-lfs apt-get apt apt-cache "
+    # builtins that run nothing else (not source, ., eval, exec, command, builtin: those run what they are given)
+    ": pwd umask export unset set shopt alias unalias trap ulimit readonly declare typeset local read hash let "
+    "getopts mapfile readarray exit return wait shift break continue times pushd popd".split()) | {""}
+
+
 def reads_apt_lists(commands: Sequence[shell.Command]) -> shell.Command | None:
     """The first command that needs the apt lists while none are there (no `apt-get update` before it), or may:
     one that hands `apt-get` to another program (`xargs apt-get`, `sh -c "apt-get …"`, `su -c`), runs a script,
@@ -232,7 +249,7 @@ def reads_apt_lists(commands: Sequence[shell.Command]) -> shell.Command | None:
             return None
         if c.program in ("apt-cache", "aptitude", "rosdep") or sub in _READS_LISTS.get(c.program, ()) \
                 or c.program not in ("apt-get", "apt") and any(_APT_IN_WORD.search(w) for w in c.words[1:]) \
-                or c.program in ("gdebi", "mk-build-deps") \
+                or c.program in ("gdebi", "mk-build-deps") or c.program not in _NO_APT \
                 or c.program.endswith(".sh") or c.program in shell.SHELLS and len(c.words) > 1 \
                 and not c.words[1].startswith("-"):
             return c
@@ -350,13 +367,13 @@ def _shell_difference(image: str, script: Sequence[tuple[int, str]], docker: boo
 
 def _base(stage: dockerfile.Stage, stages: Sequence[dockerfile.Stage]) -> str:
     """The external image a stage starts from, through `FROM <earlier stage>`."""
-    parent = next((s for s in stages if s.name and s.name == stage.image and s is not stage), None)
+    parent = next((s for s in stages if s.name and s.name.lower() == stage.image.lower() and s is not stage), None)
     return _base(parent, [s for s in stages if s is not stage]) if parent else stage.image
 
 
 def _chain(stage: dockerfile.Stage, stages: Sequence[dockerfile.Stage]) -> list[dockerfile.Stage]:
     """The stage and the earlier stages it is built FROM."""
-    parent = next((s for s in stages if s.name and s.name == stage.image and s is not stage), None)
+    parent = next((s for s in stages if s.name and s.name.lower() == stage.image.lower() and s is not stage), None)
     return [stage, *(_chain(parent, [s for s in stages if s is not stage]) if parent else [])]
 
 
@@ -387,6 +404,10 @@ def _lists_risk(stage, stages, ins, lines) -> str:
     the stage, or of a stage built from it, reads them without an `apt-get update` of its own."""
     if _looks_like_base(stage, stages):
         return LISTS_RISK
+    unknown = next((s for s in stages[stages.index(stage) + 1:] if "$" in s.image), None)
+    if unknown is not None:
+        return (f"the stage of line {unknown.start.start} is built FROM {unknown.image}, which may be this stage: "
+                "its steps may read the lists")
     for step in _later_steps(stage, stages, ins):
         c = reads_apt_lists(dockerfile.commands(step, lines))
         if c is not None:
@@ -403,7 +424,15 @@ def _docker_cleanups(stage, stages, ins, lines, cmds):
                 and any(shell.install(c) for c in used) and _appendable(ins, lines):    # cached: not in the image
             after = [c for step in _later_steps(stage, stages, ins) for c in dockerfile.commands(step, lines)]
             risk = _lists_risk(stage, stages, ins, lines) if m is shell.APT else _cache_only(m, after)
-            yield _append(ins, lines, m.clean_command, m.clean_rule, f"added `{m.clean_command}` to the RUN", risk)
+            clean = _clean_command(m, next(c.program for c in used if shell.install(c)))
+            yield _append(ins, lines, clean, m.clean_rule, f"added `{clean}` to the RUN", risk)
+
+
+def _clean_command(m: shell.Manager, program: str) -> str:
+    """The manager's clean command, run by the program that installed (`microdnf clean all`: minimal images
+    have no dnf)."""
+    return m.clean_command if program == m.programs[0] or program not in m.programs else \
+        m.clean_command.replace(m.programs[0], program, 1)
 
 
 def _cache_only(m: shell.Manager, after: Sequence[shell.Command]) -> str:
@@ -523,7 +552,23 @@ _EXPANSION_ASSIGNS = re.compile(r"\$\{[A-Za-z_]\w*:?=|\$\(\([^)]*(\+\+|--|[^=!<>
 def _needs_parens(cmds: Sequence[shell.Command], body: str) -> bool:
     return any(c.program in STATEFUL or c.op in (";", "||", "&") for c in cmds) \
         or body.rstrip().endswith((";", "&")) or bool(_STATEFUL_TEXT.search(body)) or _bare_assignment(body) \
-        or bool(_EXPANSION_ASSIGNS.search(body))
+        or bool(_EXPANSION_ASSIGNS.search(body)) \
+        or any(c.program == "printf" and c.words[1:2] and c.words[1].startswith("-v") for c in cmds)  # bash
+
+
+def _plain_sh(args: str) -> bool:
+    """A SHELL instruction that keeps the default: `["/bin/sh", "-c"]` (or `sh`, `-e`/`-x` flags)."""
+    try:
+        argv = json.loads(args)
+    except ValueError:
+        return False
+    return isinstance(argv, list) and argv[:1] in (["/bin/sh"], ["sh"]) and argv[-1:] == ["-c"] \
+        and all(isinstance(a, str) and re.fullmatch(r"-[ex]+", a) for a in argv[1:-1])
+
+
+def _open(body: str) -> str:
+    """`body` in an opening `(`: `( (` where it starts with one (bash reads `((` as arithmetic)."""
+    return ("( " if body.lstrip().startswith("(") else "(") + body
 
 
 def _docker_merge(stage, stages, ins, lines, wd):
@@ -547,9 +592,9 @@ def _docker_merge(stage, stages, ins, lines, wd):
             if _needs_parens(dockerfile.commands(i, lines), "\n".join([_strip_run(body[0]), *body[1:]])):
                 if n == 0:
                     head = re.match(r"^(\s*RUN\s+(?:--\S+\s+)*)", body[0], re.I).group(1)
-                    body[0] = head + "(" + body[0][len(head):]
+                    body[0] = head + _open(body[0][len(head):])
                 else:
-                    body[0] = "(" + body[0]
+                    body[0] = _open(body[0])
                 body[-1] = body[-1].rstrip() + ")"
             body = body if n == 0 else ["    " + body[0].lstrip(), *body[1:]]
             if n < len(span) - 1:
@@ -562,9 +607,15 @@ def _docker_merge(stage, stages, ins, lines, wd):
         shell_e = next((i for s in _chain(stage, stages) for i in s.instructions if i.keyword == "SHELL"
                         and (s is not stage or i.start < ins.start)
                         and re.search(r'"-[A-Za-z]*e[A-Za-z]*"|"errexit"', i.args)), None)
+        other_shell = next((i for s in _chain(stage, stages) for i in s.instructions if i.keyword == "SHELL"
+                            and (s is not stage or i.start < ins.start) and not _plain_sh(i.args)), None)
         risk = f"the SHELL of line {shell_e.start} sets -e: merged, a RUN runs in ( ) before &&, where -e is ignored" \
-            if shell_e else "" if errexit is None else (
-            f"the RUN of line {errexit.start} sets -e: merged, it runs in ( ) before &&, where sh ignores -e")
+            if shell_e else (
+            f"the RUN of line {errexit.start} sets -e: merged, it runs in ( ) before &&, where sh ignores -e"
+            if errexit else "") or (
+            f"the SHELL of line {other_shell.start} is not sh: it may read a profile or $BASH_ENV, whose functions "
+            "(conda activate, module load) change the shell they run in, and merged, that change reaches the "
+            "steps after them" if other_shell else "")
         yield Edit(ins.above - 1, later.end, (*moved, *block, *merged), (DOWNLOAD_IN_LAYER.id,),
                    f"merged the RUNs of lines {ins.start}-{later.start}: {path} is deleted in its own layer",
                    ins.start - 1, risk)
@@ -657,8 +708,9 @@ def _definition_cleanups(lines, stage, commands):
                         "lists, after the line the removal goes to")
             elif m is not shell.APT:
                 risk = _cache_only(m, commands[commands.index(c) + 1:])
-            yield Edit(c.end, c.end, (_indent(lines[c.line - 1]) + m.clean_command,), (m.clean_rule,),
-                       f"added `{m.clean_command}` after the last {m.name} install of the stage", c.line - 1, risk)
+            clean = _clean_command(m, c.program)
+            yield Edit(c.end, c.end, (_indent(lines[c.line - 1]) + clean,), (m.clean_rule,),
+                       f"added `{clean}` after the last {m.name} install of the stage", c.line - 1, risk)
 
 
 def _definition_pipefail(lines, stage, commands):

@@ -528,3 +528,36 @@ def test_gr001_points_at_the_pipe_in_a_continued_chain():
     text = docker("RUN apt-get update && \\\n    apt-get install -y curl=1 && \\\n    curl -fsSL https://x.org/i.sh | sh && \\\n"
                   "    rm -rf /var/lib/apt/lists/*")
     assert (4, "GR001") in rules(lint_text(text, kind=DOCKER))
+
+
+def test_the_third_review_cases():
+    # a merged body that starts with ( gets "( (": bash reads "((" as arithmetic
+    sub = docker("RUN wget -q https://x/s.tgz\nRUN (cd /tmp && tar xzf /s.tgz)\nRUN rm /s.tgz", base="rockylinux:9")
+    fixed, _ = fix_text(sub, DOCKER)
+    assert "((" not in fixed and "( (cd /tmp && tar xzf /s.tgz)" in fixed, fixed
+    # microdnf cleans with microdnf (minimal images have no dnf)
+    ubi = docker("RUN microdnf install -y make-1", base="registry.access.redhat.com/ubi9/ubi-minimal:9.4")
+    assert "microdnf clean all" in fix_text(ubi, DOCKER, unsafe=True)[0]
+    # --no-cache-dir on pip's own words, not on `python setup.py install` before it
+    setup = docker("RUN python setup.py install && python -m pip install -r req.txt")
+    assert "python setup.py install && python -m pip install --no-cache-dir -r req.txt" in fix_text(setup, DOCKER)[0]
+    # a SHELL that is not sh may bring functions (conda activate) whose changes a merge would carry on
+    login = docker('SHELL ["/bin/bash", "--login", "-c"]\nRUN wget -q https://x/s.tgz && conda activate sim\n'
+                   "RUN pip install /s.tgz && rm /s.tgz", base="continuumio/miniconda3:24.1.2-0")
+    _, done = fix_text(login, DOCKER, unsafe=True)
+    assert [f.unsafe for f in done if f.rule == "GR002"] and "is not sh" in [f for f in done if f.rule == "GR002"][0].unsafe
+    # printf -v assigns (bash, and bash as sh on RHEL)
+    pv = docker("RUN wget -q https://x/s.tgz && printf -v P '%s' /opt/x\nRUN tar xzf /s.tgz -C \"${P:-/usr}\" && rm /s.tgz",
+                base="rockylinux:9")
+    assert "RUN (wget -q https://x/s.tgz && printf -v P '%s' /opt/x) && \\" in fix_text(pv, DOCKER)[0]
+
+
+@pytest.mark.parametrize("text", [
+    "FROM debian:12 AS Base\nRUN apt-get update && apt-get install -y curl=1\nFROM base\nRUN apt-get install -y git=1\nCMD [\"sh\"]\n",
+    "ARG FLAVOR=cuda\nFROM debian:12 AS cuda\nRUN apt-get update && apt-get install -y curl=1\nFROM ${FLAVOR}\n"
+    "RUN apt-get install -y git=1\nCMD [\"sh\"]\n",
+    "FROM debian:12\nRUN apt-get update && apt-get install -y curl=1\nCOPY install-prereqs /usr/local/bin/\n"
+    "RUN install-prereqs\nCMD [\"sh\"]\n",
+])
+def test_lists_kept_for_a_stage_or_program_that_may_read_them(text):
+    assert not [f for f in fix_text(text, DOCKER)[1] if f.rule == "DL3009" and f.line in (2, 3)]
