@@ -233,7 +233,7 @@ _NO_APT = frozenset(
     "date uname nproc which command type du df readlink realpath basename dirname xargs locale-gen localedef "
     "update-alternatives update-ca-certificates dpkg-reconfigure dpkg rpm yum dnf microdnf zypper apk conda mamba "
     "micromamba npm node cargo go rustup spack mpicc mpicxx mpif90 mpirun mpiexec nvcc hipcc ccache autoreconf "
-    "libtool pkg-config ln ldd file sync chpasswd passwd git-lfs apt-get apt apt-cache "
+    "libtool pkg-config ldd file sync chpasswd passwd git-lfs apt-get apt apt-cache "
     # builtins that run nothing else (not source, ., eval, exec, command, builtin: those run what they are given)
     ": pwd umask export unset set shopt alias unalias trap ulimit readonly declare typeset local read hash let "
     "getopts mapfile readarray exit return wait shift break continue times pushd popd".split()) | {""}
@@ -249,7 +249,7 @@ def reads_apt_lists(commands: Sequence[shell.Command]) -> shell.Command | None:
             return None
         if c.program in ("apt-cache", "aptitude", "rosdep") or sub in _READS_LISTS.get(c.program, ()) \
                 or c.program not in ("apt-get", "apt") and any(_APT_IN_WORD.search(w) for w in c.words[1:]) \
-                or c.program in ("gdebi", "mk-build-deps") or c.program not in _NO_APT \
+                or c.program not in _NO_APT \
                 or c.program.endswith(".sh") or c.program in shell.SHELLS and len(c.words) > 1 \
                 and not c.words[1].startswith("-"):
             return c
@@ -422,8 +422,8 @@ def _docker_cleanups(stage, stages, ins, lines, cmds):
                                                                                   r"(/lists)?/?(,|$)", f) for f in ins.flags)
         if used and not cached and m.clean_rule not in ins.ignore and not any(shell.is_clean(c, m) for c in cmds) \
                 and any(shell.install(c) for c in used) and _appendable(ins, lines):    # cached: not in the image
-            after = [c for step in _later_steps(stage, stages, ins) for c in dockerfile.commands(step, lines)]
-            risk = _lists_risk(stage, stages, ins, lines) if m is shell.APT else _cache_only(m, after)
+            risk = _lists_risk(stage, stages, ins, lines) if m is shell.APT else _cache_only(
+                m, [c for step in _later_steps(stage, stages, ins) for c in dockerfile.commands(step, lines)])
             clean = _clean_command(m, next(c.program for c in used if shell.install(c)))
             yield _append(ins, lines, clean, m.clean_rule, f"added `{clean}` to the RUN", risk)
 
