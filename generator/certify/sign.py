@@ -1,0 +1,118 @@
+"""DSSE envelopes of in-toto statements, signed with Ed25519 keys: securesystemslib's signer and envelope (the
+format in-toto's tools read), the keys as PEM files (PKCS#8 private, SubjectPublicKeyInfo public)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from securesystemslib.dsse import Envelope
+from securesystemslib.exceptions import VerificationError
+from securesystemslib.signer import CryptoSigner, SSlibKey
+
+from generator.errors import GenRecipeError, UsageError
+from generator.files import read_bytes, write_atomic
+
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+MAX_ENVELOPE = 16 * 1024 * 1024          # bytes: an SBOM of a large image is a few MB
+
+
+class Untrusted(GenRecipeError):
+    """An envelope that does not verify: tampered, signed by an unknown key, or not a statement."""
+
+    exit_code = 1
+
+
+def keygen(private: Path) -> tuple[Path, Path]:
+    """A new Ed25519 key pair: `private` (mode 600) and `private` + ".pub"; refuses to replace either."""
+    public = private.with_name(private.name + ".pub")
+    for path in (private, public):
+        if path.exists() or path.is_symlink():
+            raise UsageError(f"{path} exists: keygen never replaces a key (choose another path, or remove it)")
+    key = Ed25519PrivateKey.generate()
+    write_atomic(private, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                            serialization.NoEncryption()), mode=0o600)
+    write_atomic(public, key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                       serialization.PublicFormat.SubjectPublicKeyInfo))
+    return private, public
+
+
+def load_signer(path: Path) -> CryptoSigner:
+    """The signer of the private key file at `path`; one line naming the file for anything else."""
+    data = read_bytes(path, "private key")
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"{path}: not an unencrypted PEM private key ({exc}); make one with gen-recipe keygen") \
+            from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise UsageError(f"{path}: a {type(key).__name__}, not an Ed25519 key; make one with gen-recipe keygen")
+    return CryptoSigner(key)
+
+
+def load_public(path: Path) -> SSlibKey:
+    """The public key in the PEM file at `path`."""
+    data = read_bytes(path, "public key")
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"{path}: not a PEM public key ({exc})") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise UsageError(f"{path}: a {type(key).__name__}, not an Ed25519 public key")
+    return SSlibKey.from_crypto(key)
+
+
+def canonical(obj) -> bytes:
+    """The bytes that are signed: JSON with sorted keys and no spaces (the same statement, the same bytes)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sign(statement: dict, signer: CryptoSigner) -> dict:
+    """`statement` in a DSSE envelope signed by `signer` (as a dict, ready for JSON)."""
+    if statement.get("_type") != STATEMENT_TYPE:
+        raise ValueError(f"not an in-toto statement: _type {statement.get('_type')!r}")
+    envelope = Envelope(payload=canonical(statement), payload_type=PAYLOAD_TYPE, signatures={})
+    envelope.sign(signer)
+    return envelope.to_dict()
+
+
+def verify(envelope: dict, keys: list[SSlibKey], where: str = "envelope") -> dict:
+    """The statement inside `envelope` when one of `keys` signed it; Untrusted names the reason otherwise."""
+    try:
+        env = Envelope.from_dict(envelope)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Untrusted(f"{where}: not a DSSE envelope ({exc.__class__.__name__}: {exc})") from None
+    if env.payload_type != PAYLOAD_TYPE:
+        raise Untrusted(f"{where}: payload type {env.payload_type!r}, not {PAYLOAD_TYPE}")
+    if not env.signatures:
+        raise Untrusted(f"{where}: no signature")
+    known = {k.keyid for k in keys}
+    if not known & set(env.signatures):
+        raise Untrusted(f"{where}: signed by an unknown key ({', '.join(sorted(env.signatures))[:80]}); "
+                        "pass the signer's public key with --key")
+    try:
+        env.verify(keys, 1)
+    except VerificationError as exc:
+        raise Untrusted(f"{where}: the signature does not match the payload: tampered ({exc})") from None
+    try:
+        statement = json.loads(env.payload)
+    except ValueError:
+        raise Untrusted(f"{where}: the signed payload is not JSON") from None
+    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
+        raise Untrusted(f"{where}: the signed payload is not an in-toto statement")
+    return statement
+
+
+def read_envelope(path: Path) -> dict:
+    data = read_bytes(path, "DSSE envelope", max_bytes=MAX_ENVELOPE)
+    try:
+        out = json.loads(data)
+    except ValueError as exc:
+        raise Untrusted(f"{path}: not JSON ({exc})") from None
+    if not isinstance(out, dict):
+        raise Untrusted(f"{path}: not a DSSE envelope (a JSON object)")
+    return out
+
