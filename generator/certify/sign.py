@@ -18,6 +18,7 @@ from generator.files import read_bytes, write_atomic
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 MAX_ENVELOPE = 16 * 1024 * 1024          # bytes: an SBOM of a large image is a few MB
+DEFAULT_KEY = "~/.config/gen-recipe/signing.key"   # gen-recipe keygen's default
 
 
 class Untrusted(GenRecipeError):
@@ -32,6 +33,10 @@ def keygen(private: Path) -> tuple[Path, Path]:
     for path in (private, public):
         if path.exists() or path.is_symlink():
             raise UsageError(f"{path} exists: keygen never replaces a key (choose another path, or remove it)")
+    try:
+        private.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise UsageError(f"{private.parent}: cannot create the key's folder ({exc.strerror})") from None
     key = Ed25519PrivateKey.generate()
     write_atomic(private, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                             serialization.NoEncryption()), mode=0o600)
@@ -99,7 +104,7 @@ def verify(envelope: dict, keys: list[SSlibKey], where: str = "envelope") -> dic
         raise Untrusted(f"{where}: the signature does not match the payload: tampered ({exc})") from None
     try:
         statement = json.loads(env.payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise Untrusted(f"{where}: the signed payload is not JSON") from None
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
         raise Untrusted(f"{where}: the signed payload is not an in-toto statement")
@@ -110,8 +115,8 @@ def read_envelope(path: Path) -> dict:
     data = read_bytes(path, "DSSE envelope", max_bytes=MAX_ENVELOPE)
     try:
         out = json.loads(data)
-    except ValueError as exc:
-        raise Untrusted(f"{path}: not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise Untrusted(f"{path}: not JSON ({exc.__class__.__name__})") from None
     if not isinstance(out, dict):
         raise Untrusted(f"{path}: not a DSSE envelope (a JSON object)")
     return out

@@ -22,6 +22,7 @@ import shlex
 import shutil
 from pathlib import Path
 
+from generator.certify import sign
 from generator.model import site as site_mod
 from generator.recipe import catalog
 from generator.errors import UsageError, shown
@@ -68,6 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--export", type=Path, default=None, metavar="FILE",
                         help="write the image as the site's runtime runs it from a file (air-gapped sites): "
                         "FILE.tar.gz for Charliecloud, FILE.sif for Apptainer/Singularity, with FILE.sha256 beside it")
+    parser.add_argument("--key", type=Path, default=None, metavar="KEY",
+                        help="sign the image's certificate (SBOM and provenance) with KEY (gen-recipe keygen) and attach "
+                        "it to the pushed image (--push) or write it beside the --export file")
+    parser.add_argument("--statements", type=Path, default=None, metavar="DIR",
+                        help="also write the unsigned SBOM and provenance statements and predicates to DIR (for a "
+                        "signer of your own, e.g. cosign attest --predicate DIR/sbom.predicate.json)")
 
 
 LOCAL_RUNTIMES = tuple(n for n, p in PLATFORMS.items() if p.local_image)
@@ -114,8 +121,38 @@ def _context(site, args: argparse.Namespace) -> int:
     return 0
 
 
+def _certify(site, args: argparse.Namespace, target: str, digest: str, run_ref: str, builder: str, started: str,
+             fmt: str = "docker") -> None:
+    """--key / --statements: the SBOM and provenance of the image just built, signed and published."""
+    from generator.certify import build as cert_build, certificate
+
+    if not args.key and not args.statements:
+        return
+    signer = sign.load_signer(args.key) if args.key else None
+    stderr_progress(f"reading the packages of {run_ref} for its SBOM")
+    made = cert_build.statements(site, args.recipe, fmt=fmt, builder=builder, run_ref=run_ref, image=target,
+                                 digest=digest, subjects=certificate.subjects_of(target, digest), started=started,
+                                 finished=certificate.now(), target=args.target)
+    if args.statements:
+        written = certificate.write_statements(args.statements, made, target)
+        print(f"statements: {', '.join(shown(p) for p in written)}")
+    if signer:
+        print("certificate: " + "; ".join(certificate.publish(target, made, signer, stderr_progress)))
+
+
 def run(args: argparse.Namespace) -> int:
     site = site_mod.load(args.site)
+    if args.key or args.statements:
+        if args.context is not None or not (args.push or args.export):
+            raise UsageError("--key and --statements certify an image that leaves this machine: add --push "
+                             "(attached in the registry) or --export FILE (written beside the file)")
+        if args.format == "apptainer" and not args.export:
+            raise UsageError("--key and --statements attach to OCI images (--format docker --push) or to an "
+                             "--export file")
+        if args.key:
+            sign.load_signer(args.key)          # a bad key is refused before the build
+    from generator.certify.certificate import now
+    started = now()
     push = (args.registry or True) if args.push else None
     if args.context is not None:
         if args.push or args.tag or args.target or args.out or args.export or args.runtime or args.elsewhere \
@@ -127,6 +164,12 @@ def run(args: argparse.Namespace) -> int:
         if args.push or args.tag or args.target or args.out:
             raise UsageError("--export writes one file: leave out --push, --tag, --target and --out")
         done = export_image(site, args.recipe, args.export, builder=args.builder)
+        sif = done.path.name.endswith(".sif")
+        tool = (site.container.runtime if site.container.runtime in SIF_BUILDERS else "apptainer") if sif \
+            else find_builder("docker", args.builder)
+        _certify(site, args, str(done.path), "sha256:" + done.sha256,
+                 str(done.path) if sif else default_ref(site, args.recipe), tool, started,
+                 "apptainer" if sif else "docker")
         print(f"exported: {shown(done.path)} ({_size(done.size_bytes)}), sha256 {done.sha256} in {shown(done.path.name)}.sha256; "
               f"copy both to the site")
         return 0
@@ -155,6 +198,10 @@ def run(args: argparse.Namespace) -> int:
     verb = "up to date" if result.cached else "built"
     pushed = ", pushed and verified" if args.push else ""
     print(f"{verb}{pushed}: {result.ref} {result.digest} {_size(result.size_bytes)} in {result.seconds:.1f} s")
+    if args.format == "docker" and args.push:
+        _certify(site, args, f"{result.ref}@{result.digest}", result.digest,
+                 args.tag or default_ref(site, args.recipe, target=args.target), find_builder("docker", args.builder),
+                 started)
     if args.runtime:
         made = runtime_image(site, result.ref if not args.push else (args.tag or default_ref(site, args.recipe)),
                              args.runtime)

@@ -4,7 +4,7 @@
                [--list-sites] [--list-recipes] [--check] [--explain]
     gen-recipe new-site NAME [--out FILE] [--force]
     gen-recipe new-recipe NAME [--python] [--out DIR] [--force]
-    gen-recipe SUBCOMMAND ...   (lint, build, launch, detect, report, minicluster: see `gen-recipe SUBCOMMAND --help`)
+    gen-recipe SUBCOMMAND ...   (lint, build, launch, detect, report, minicluster, keygen, certify, verify: see `gen-recipe SUBCOMMAND --help`)
 
 Errors are one line on stderr (`gen-recipe: ...`) with exit code 2 (bad input) or 1 (a check
 failed); never a traceback.
@@ -33,6 +33,9 @@ SUBCOMMANDS = {
     "detect": "generator.cli.detect",
     "report": "generator.cli.report",
     "minicluster": "generator.cli.minicluster",
+    "keygen": "generator.cli.keygen",
+    "certify": "generator.cli.certify",
+    "verify": "generator.cli.verify",
 }
 
 

@@ -286,6 +286,7 @@ class Comparison:
     pairs: tuple[Pair, ...]
     ready_s: tuple[tuple[float, float], ...]      # (bare, container) time from fork to ready, per pair
     series: Mapping[str, list] = field(default_factory=dict)   # raw chunk series for extra_info
+    environment: Mapping[str, Mapping] = field(default_factory=dict)   # {"bare", "container"}: the like-for-like records
 
 
 def _process(chunks: list[dict]) -> Process:
@@ -306,7 +307,7 @@ def compare(a: Side, b: Side, name: str, w: Size, pairs: int | None = None, *, u
         raise ValueError("give pairs or until")
     rng = random.Random(seed)
     sides = {"a": a, "b": b}
-    out, ready, series = [], [], {"a": [], "b": []}
+    out, ready, series, environment = [], [], {"a": [], "b": []}, {}
     first = 0
     while pairs is None or first < pairs:
         last = first + per_server if pairs is None else min(pairs, first + per_server)
@@ -316,6 +317,8 @@ def compare(a: Side, b: Side, name: str, w: Size, pairs: int | None = None, *, u
                 server.ready()
             for i in range(first, last):
                 chunks, starts = _run_pair(servers, name, w, f"{i}", rng)
+                environment = environment or {"bare": starts["a"].get("environment") or {},
+                                              "container": starts["b"].get("environment") or {}}
                 out.append(Pair(bare=_process(chunks["a"]), container=_process(chunks["b"])))
                 ready.append((float(starts["a"].get("startup_s") or 0), float(starts["b"].get("startup_s") or 0)))
                 for k in sides:
@@ -323,7 +326,7 @@ def compare(a: Side, b: Side, name: str, w: Size, pairs: int | None = None, *, u
         first = last
         if until is not None and until(out):
             break
-    return Comparison(tuple(out), tuple(ready), series)
+    return Comparison(tuple(out), tuple(ready), series, environment)
 
 
 def decide(benchmark, a: Side, b: Side, name: str, w: Size, label: str, tol, *, rounds: int | None = None,

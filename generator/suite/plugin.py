@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ class SuiteOptions:
     launch: str = "direct"             # scheduler: jobs and job steps (test_scheduler.py); direct: on this node
     sbatch_args: tuple[str, ...] = ()  # --sbatch-arg: for the suite's sbatch/salloc (account, partition, time)
     rehearse: bool = False             # --rehearse: the site's scheduler rehearsed on this machine (test_rehearsal.py)
+    certify: str | None = None         # --certify KEY: sign the run's verdicts about --image at the end
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class Note:
 SUITE = pytest.StashKey[SuiteOptions]()
 PLACEMENT = pytest.StashKey[Placement]()
 VERDICTS = pytest.StashKey[list]()
+CERTIFIED = pytest.StashKey[list]()     # what --certify did, for the summary
+STARTED = pytest.StashKey[float]()      # when the session began: --certify signs only results written since
 SENT = pytest.StashKey[int]()      # how many of a worker's VERDICTS went out with reports
 
 
@@ -98,6 +102,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--rehearse", action="store_true",
                 help="before you queue: rehearse the site's scheduler here (as root: gen-recipe minicluster up "
                      "--shape SITE) and submit every launch script as the site would get it; measures nothing")
+    g.addoption("--certify", default=None, metavar="KEY",
+                help="at the end, sign the verdicts about --image with KEY (gen-recipe keygen) and attach them to it in "
+                     "its registry, or write them beside the image file (needs --image and --benchmark-json)")
     g.addoption("--aa-repeats", type=int, default=0, metavar="N",
                 help="also repeat the A/A control N times and report its coverage (slow; e.g. 20)")
 
@@ -154,13 +161,23 @@ def options_from(config: pytest.Config) -> SuiteOptions:
     rehearse = config.getoption("rehearse")
     if rehearse and site.host.scheduler == "none":
         usage(f"--rehearse: site {site.name} has no batch system (host.scheduler = \"none\"): nothing to rehearse")
+    certify = config.getoption("certify")
+    if certify:
+        from generator.certify.sign import load_signer
+        if not config.getoption("image") or not config.getoption("benchmark_json", None):
+            usage("--certify KEY: also give --image REF (the image the verdicts are about) and --benchmark-json=FILE "
+                  "(the results it signs)")
+        try:
+            load_signer(Path(certify))
+        except GenRecipeError as exc:
+            usage(f"--certify: {exc}")
     launch, sbatch_args = launch_mode(site, config.getoption("launch") or ("direct" if rehearse else None),
                                       config.getoption("sbatch_arg"), usage)
     return SuiteOptions(
         site=site, runtimes=tuple(config.getoption("runtime")), rounds=rounds, workloads=workloads, recipe=recipe,
         tolerance=tolerance, image=config.getoption("image"), mode=config.getoption("mode"),
         aa_repeats=config.getoption("aa_repeats"), on_site=config.getoption("on_site"), launch=launch,
-        sbatch_args=sbatch_args, rehearse=rehearse)
+        sbatch_args=sbatch_args, rehearse=rehearse, certify=certify)
 
 
 def launch_mode(site, given: str | None, sbatch_args: list[str], usage, environ=os.environ) -> tuple[str, tuple[str, ...]]:
@@ -221,6 +238,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _in_suite(config):
         return
     config.stash[SUITE] = options_from(config)
+    config.stash[STARTED] = time.time() - 1     # file systems keep mtimes to the second or coarser
     # A test that skips before it measures leaves its benchmark fixture unused: not worth a warning.
     config.addinivalue_line("filterwarnings", "ignore:Benchmark fixture was not used")
 
@@ -311,7 +329,33 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+@pytest.hookimpl(trylast=True)          # after pytest-benchmark has written --benchmark-json
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """--certify: the verdicts of the run, signed, about --image (`gen-recipe certify`)."""
+    options = session.config.stash.get(SUITE, None)
+    if options is None or not options.certify or hasattr(session.config, "workerinput"):
+        return
+    from generator.cli.certify import certify
+    from generator.errors import GenRecipeError, shown
+
+    given = session.config.getoption("benchmark_json")     # a Path (pytest-benchmark's type for it)
+    results = Path(getattr(given, "name", given) if not isinstance(given, (str, Path)) else given)
+    lines = []
+    try:
+        if not results.is_file() or results.stat().st_mtime < session.config.stash.get(STARTED, 0):
+            raise GenRecipeError(f"the run wrote no {shown(results)} (it measured nothing; a file there is from an "
+                                 "earlier run): nothing to certify")
+        done = certify(results, options.image, Path(options.certify), lines.append)
+        lines.append(f"certified {options.image}: " + "; ".join(done))
+    except GenRecipeError as exc:
+        lines.append(f"--certify: {exc}")
+        session.exitstatus = exc.exit_code
+    session.config.stash[CERTIFIED] = lines
+
+
 def pytest_terminal_summary(terminalreporter, config) -> None:
+    for line in config.stash.get(CERTIFIED, []):
+        terminalreporter.write_line(line)
     found = [(v.outcome, v.message) for v in config.stash.get(VERDICTS, [])]
     found += [tuple(value) for reports in terminalreporter.stats.values() for r in reports
               for key, value in getattr(r, "user_properties", ()) if key == VERDICT]

@@ -74,6 +74,48 @@ def test_push_is_verified_independently(pushed, local_build, registry):
     assert by_digest in json.loads(out.stdout)
 
 
+def test_certificate_round_trip_build_push_attach_verify(pushed, registry, run_env, tmp_path):
+    """gen-recipe build --push --key attaches the image's signed SBOM and provenance (the registry has no
+    referrers API: the fallback tag); verify finds, checks and prints them. The SBOM lists Debian's Open MPI,
+    torch, the wheel the context carried with its sha256, and every checked download of the Dockerfile."""
+    from generator.certify import sbom, sign
+    from generator.images.sif import file_sha256
+    from generator.recipe import render
+
+    result, by_digest = pushed
+    private, public = sign.keygen(tmp_path / "site.key")
+    made = gen_recipe("build", "--site", "local", "--recipe", "pytorch", "--push", "--registry", f"{registry}/gen-recipe",
+                      "--key", str(private), env=run_env)
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert result.digest in made.stdout and "certificate: sbom sha256:" in made.stdout
+    shown = gen_recipe("verify", result.ref, "--key", str(public), env=run_env)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert f"digest {result.digest}" in out and f"found in the tag sha256-{result.digest[7:]}" in out
+    rows = {tuple(ln.split()[:3]) for ln in out.splitlines()}
+    assert ("distro", "openmpi-bin", "4.1.4-3+b1") in rows and ("python", "torch", "2.13.0+cpu") in rows
+    wheel = CACHE / "wheels" / Path(local_site_wheel()).name
+    assert f"sha256 {file_sha256(wheel)}" in out
+    site_sha = hashlib.sha256((REPO / "sites" / "local.toml").read_bytes()).hexdigest()
+    assert f"file:local.toml sha256:{site_sha}" in out
+    as_json = json.loads(gen_recipe("verify", by_digest, "--key", str(public), "--json", env=run_env).stdout)
+    bom = next(st for st in as_json["statements"] if st["predicateType"] == "https://cyclonedx.org/bom")["predicate"]
+    text = render.recipe_text(local_site_model(), "pytorch", "docker")
+    built = {c["name"] for c in bom["components"]
+             if {"name": "gen-recipe:built-from-source", "value": "true"} in c.get("properties", [])}
+    assert built == {b.name for b in sbom.built_from_source(text)}
+    assert sum(str(c.get("purl", "")).startswith("pkg:deb/debian/") for c in bom["components"]) > 100
+
+
+def local_site_model():
+    from generator.model import site
+    return site.load("local")
+
+
+def local_site_wheel() -> str:
+    return local_site_model().software.torch_wheel
+
+
 def test_podman_runs_the_pulled_image(pushed, local_site, run_env):
     _, ref = pushed
     listing = run(runtimes.command(local_site, ref, ("python3", "-m", "workloads"), runtime="podman"), run_env)
@@ -356,10 +398,24 @@ def test_export_round_trip_for_an_air_gapped_site(local_build, run_env, tmp_path
     """gen-recipe build --export writes the file a Charliecloud site runs and its .sha256; the launch script
     of a site whose images arrive as files checks it, unpacks it and runs; a wrong checksum stops the job
     before anything runs."""
+    from generator.certify import sign
+
     out = tmp_path / "pytorch-local.tar.gz"
-    made = gen_recipe("build", "--site", "local", "--recipe", "pytorch", "--export", str(out), env=run_env)
+    private, public = sign.keygen(tmp_path / "site.key")
+    made = gen_recipe("build", "--site", "local", "--recipe", "pytorch", "--export", str(out), "--key", str(private),
+                      env=run_env)
     assert made.returncode == 0, made.stderr[-2000:]
     digest = hashlib.sha256(out.read_bytes()).hexdigest()
+    # its certificate beside it, verified where the file arrives (no registry there)
+    verified = gen_recipe("verify", str(out), "--key", str(public), env=run_env)
+    assert verified.returncode == 0, verified.stderr
+    assert f"digest sha256:{digest}" in verified.stdout and "openmpi-bin" in verified.stdout
+    envelope = tmp_path / "pytorch-local.tar.gz.provenance.dsse.json"
+    kept = envelope.read_bytes()
+    envelope.write_bytes(kept.replace(b'"payload":"', b'"payload":"e30K', 1))
+    tampered = gen_recipe("verify", str(out), "--key", str(public), env=run_env)
+    assert tampered.returncode == 1 and "tampered" in tampered.stderr, tampered.stderr
+    envelope.write_bytes(kept)
     assert (tmp_path / "pytorch-local.tar.gz.sha256").read_text() == f"{digest}  pytorch-local.tar.gz\n"
     assert f"sha256 {digest}" in made.stdout
     checked = subprocess.run(["sha256sum", "--check", "--strict", "pytorch-local.tar.gz.sha256"], cwd=tmp_path,

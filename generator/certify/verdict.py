@@ -1,0 +1,91 @@
+"""The suite's verdicts as a predicate of gen-recipe's own (docs/certificate.md, "The verdict predicate"):
+one entry per comparison of an image with bare metal, from pytest-benchmark's JSON of a suite run.
+
+    predicate(results, results_name, results_digest, created) -> dict       # pure
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+
+from generator import __version__
+from generator.certify.sign import canonical
+from generator.errors import UsageError
+from generator.suite.result import Result
+
+SCHEMA_VERSION = 1
+_CONTENT_TAG = re.compile(r"\d+\.\d+\.\d+-([0-9a-f]{12})")
+
+
+def fingerprint(environment) -> str | None:
+    """The like-for-like fingerprint of one side: sha256 of its environment record (canonical JSON)."""
+    if not isinstance(environment, dict) or not environment:
+        return None
+    return "sha256:" + hashlib.sha256(canonical(environment)).hexdigest()
+
+
+MAX_ENVIRONMENT = 1 << 16       # bytes of one side's environment record (a few hundred in practice)
+
+
+def _extra(r: Result, where: str) -> tuple[int, dict, str]:
+    """The nodes, environment records and measured image of a record's extra, checked (one line each)."""
+    nodes = r.extra.get("nodes", 1)
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 1_000_000:
+        raise UsageError(f"{where}: extra.nodes: expected a node count, got {str(nodes)[:40]!r}: not the suite's JSON")
+    env = r.extra.get("environment") or {}
+    if not isinstance(env, dict) or not all(isinstance(env.get(k, {}), dict) for k in ("bare", "container")):
+        raise UsageError(f"{where}: extra.environment: expected {{bare: {{...}}, container: {{...}}}}: not the suite's JSON")
+    for side in ("bare", "container"):
+        if len(canonical(env.get(side) or {})) > MAX_ENVIRONMENT:
+            raise UsageError(f"{where}: extra.environment.{side}: larger than {MAX_ENVIRONMENT} bytes: not the suite's JSON")
+    image = r.extra.get("image") or ""
+    if not isinstance(image, str) or len(image) > 4096:
+        raise UsageError(f"{where}: extra.image: expected an image reference: not the suite's JSON")
+    return nodes, env, image
+
+
+def entry(r: Result, where: str = "RESULTS") -> dict:
+    nodes, env, image = _extra(r, where)
+    tol = r.tolerance
+    return {
+        "site": r.site, "nodes": nodes, "runtime": r.runtime, "mpiMode": r.mode,
+        "workload": r.workload,
+        "execution": "compiled" if r.extra.get("compiled") is True or r.metric == "throughput-compiled" else "eager",
+        "metric": r.metric, "ratio": r.ratio, "interval": [r.low, r.high], "confidence": 0.95, "pairs": r.pairs,
+        "tolerance": ({"reference": tol[0], "lower": tol[1], "upper": tol[2], "unit": tol[3],
+                       "allowed": [tol[0] + tol[1], tol[0] + tol[2]]} if tol else None),
+        "outcome": r.verdict, "message": r.message,
+        "likeForLike": {"bare": fingerprint(env.get("bare")), "container": fingerprint(env.get("container")),
+                        "environment": env.get("container") or None},
+        "measuredImage": image,
+    }
+
+
+def measured(results: Sequence[Result]) -> list[Result]:
+    """The comparisons of an image with bare metal (controls and machine checks are not about the image)."""
+    return [r for r in results if r.extra.get("image") and r.verdict in ("pass", "fail", "inconclusive")]
+
+
+def check_image(rows: Sequence[Result], image: str, where: str) -> None:
+    """Refuse a certificate for an image the results did not measure, when the content tags tell."""
+    want = _CONTENT_TAG.search(image.rsplit("/", 1)[-1])
+    if not want:
+        return
+    seen = {m.group(1) for r in rows for m in [_CONTENT_TAG.search(str(r.extra.get("image"))[:4096])] if m}
+    if seen and want.group(1) not in seen:
+        raise UsageError(f"{where}: the results measured the image build(s) {', '.join(sorted(seen))}, not "
+                         f"{want.group(1)} ({image}): certify the image the suite ran (pytest suites/ --image REF)")
+
+
+def predicate(results: Sequence[Result], results_name: str, results_digest: str, created: str) -> dict:
+    rows = measured(results)
+    if not rows:
+        raise UsageError(f"{results_name}: no comparison of an image with bare metal in it (run pytest suites/ "
+                         "with --benchmark-enable --benchmark-json=FILE)")
+    entries = sorted((entry(r, results_name) for r in rows), key=lambda e: json.dumps(e, sort_keys=True))
+    return {"schemaVersion": SCHEMA_VERSION, "tool": f"gen-recipe {__version__}", "date": created,
+            "results": {"name": results_name, "digest": {"sha256": results_digest.split(":", 1)[-1]}},
+            "verdicts": entries}

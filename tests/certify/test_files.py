@@ -1,0 +1,175 @@
+"""Certificates beside an exported file (air-gapped sites), and the commands as a user types them: every
+way a certificate can be wrong ends in exit 1 with its reason; bad input in exit 2, one line."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.certify import certificate, sign
+from generator.certify.statement import PROVENANCE_TYPE, SBOM_TYPE, VERDICT_TYPE, statement, subject
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def gen_recipe(*argv, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "generator.cli.main", *argv], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+@pytest.fixture
+def exported(tmp_path):
+    """A file as `build --export` leaves it, with a signed SBOM and provenance beside it."""
+    image = tmp_path / "pytorch-local.tar.gz"
+    image.write_bytes(b"an image's bytes")
+    private, public = sign.keygen(tmp_path / "site.key")
+    digest = "sha256:" + hashlib.sha256(image.read_bytes()).hexdigest()
+    subj = certificate.subjects_of(str(image), digest)
+    made = {"sbom": statement(subj, SBOM_TYPE, {"bomFormat": "CycloneDX", "specVersion": "1.6", "components": [
+                {"name": "openmpi-bin", "version": "4.1.4-3", "purl": "pkg:deb/debian/openmpi-bin@4.1.4-3"},
+                {"name": "torch", "version": "2.13.0+cpu", "purl": "pkg:pypi/torch@2.13.0%2Bcpu"}]}),
+            "provenance": statement(subj, PROVENANCE_TYPE, {"buildDefinition": {"externalParameters": {"site": "local"}},
+                                                            "runDetails": {}})}
+    certificate.publish(str(image), made, sign.load_signer(private))
+    return image, private, public
+
+
+def test_the_file_and_its_envelopes_verify_and_print_the_table(exported):
+    image, _, public = exported
+    r = gen_recipe("verify", str(image), "--key", str(public))
+    assert r.returncode == 0, r.stderr
+    assert "2 signed statement(s) (1 sbom, 1 provenance), found in the files beside it" in r.stdout
+    assert "openmpi-bin" in r.stdout and "torch" in r.stdout and "site local" in r.stdout
+
+
+def _edit(path: Path, change) -> None:
+    env = json.loads(path.read_text())
+    change(env)
+    path.write_text(json.dumps(env))
+
+
+def _payload(env, change):
+    st = json.loads(base64.b64decode(env["payload"]))
+    change(st)
+    env["payload"] = base64.b64encode(json.dumps(st).encode()).decode()
+
+
+@pytest.mark.parametrize("tamper, reason", [
+    (lambda env: _payload(env, lambda st: st["predicate"]["components"].pop()), "tampered"),
+    (lambda env: env["signatures"][0].update(sig=env["signatures"][0]["sig"][:-4] + "AAAA"), "tampered"),
+    (lambda env: env["signatures"][0].update(keyid="0" * 64), "unknown key"),
+    (lambda env: env.update(signatures=[]), "no signature"),
+    (lambda env: env.update(payloadType="text/plain"), "payload type"),
+    (lambda env: env.pop("payload"), "not a DSSE envelope"),
+])
+def test_each_tampered_envelope_fails_with_its_reason(exported, tamper, reason):
+    image, _, public = exported
+    _edit(image.with_name(image.name + ".sbom.dsse.json"), tamper)
+    r = gen_recipe("verify", str(image), "--key", str(public))
+    assert r.returncode == 1 and reason in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_a_changed_image_file_no_longer_matches_its_statements(exported):
+    image, _, public = exported
+    image.write_bytes(b"another image")
+    r = gen_recipe("verify", str(image), "--key", str(public))
+    assert r.returncode == 1 and "a statement about another digest" in r.stderr
+
+
+def test_an_envelope_swapped_in_from_another_file_is_about_another_digest(exported, tmp_path):
+    image, private, public = exported
+    other = tmp_path / "other.tar.gz"
+    other.write_bytes(b"other")
+    st = statement([subject("other.tar.gz", "sha256:" + hashlib.sha256(b"other").hexdigest())], VERDICT_TYPE,
+                   {"verdicts": []})
+    certificate.publish(str(other), {"verdict": st}, sign.load_signer(private))
+    other.with_name("other.tar.gz.verdict.dsse.json").rename(image.with_name(image.name + ".verdict.dsse.json"))
+    r = gen_recipe("verify", str(image), "--key", str(public))
+    assert r.returncode == 1 and "a statement about another digest" in r.stderr, r.stderr
+
+
+def test_a_statement_under_another_kinds_name_is_refused(exported):
+    image, _, public = exported
+    sbom = image.with_name(image.name + ".sbom.dsse.json")
+    prov = image.with_name(image.name + ".provenance.dsse.json")
+    sbom.write_bytes(prov.read_bytes())
+    r = gen_recipe("verify", str(image), "--key", str(public))
+    assert r.returncode == 1 and "holds a provenance statement, not the sbom" in r.stderr
+
+
+def test_another_key_and_no_certificate(exported, tmp_path):
+    image, _, _ = exported
+    _, stranger = sign.keygen(tmp_path / "stranger.key")
+    r = gen_recipe("verify", str(image), "--key", str(stranger))
+    assert r.returncode == 1 and "signed by an unknown key" in r.stderr
+    bare = tmp_path / "bare.sif"
+    bare.write_bytes(b"x")
+    r = gen_recipe("verify", str(bare), "--key", str(stranger))
+    assert r.returncode == 1 and "no certificate beside it" in r.stderr
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["verify", "nohost/x:1", "--key", "KEY"], "HOST[:PORT]/REPOSITORY"),
+    (["verify", "reg:5000/UPPER/x", "--key", "KEY"], "not a valid repository reference"),
+    (["verify", "reg:5000/x", "--key", "/nonexistent.pub"], "/nonexistent.pub"),
+    (["verify", "reg:5000/x", "--key", "PRIVATE"], "not a PEM public key"),
+    (["certify", "/nonexistent.json", "--image", "reg:5000/x", "--key", "PRIVATE"], "/nonexistent.json"),
+    (["certify", "RESULTS", "--image", "reg:5000/x", "--key", "PUBLIC"], "not an unencrypted PEM private key"),
+    (["keygen", "PRIVATE"], "exists: keygen never replaces a key"),
+    (["build", "--site", "local", "--key", "PRIVATE"], "add --push"),
+])
+def test_bad_input_is_one_line_and_exit_2(exported, tmp_path, argv, words):
+    _, private, public = exported
+    results = tmp_path / "results.json"
+    results.write_text('{"benchmarks": []}')
+    subst = {"KEY": str(public), "PRIVATE": str(private), "PUBLIC": str(public), "RESULTS": str(results)}
+    r = gen_recipe(*[subst.get(a, a) for a in argv])
+    assert r.returncode == 2 and words in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_certify_refuses_results_without_a_comparison_of_the_image(exported, tmp_path):
+    image, private, _ = exported
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"benchmarks": [{"name": "t", "extra_info": {"results": [
+        {"site": "local", "workload": "cnn", "runtime": "bare-bare", "ratio": 1.0, "low": 0.99, "high": 1.01,
+         "pairs": 12, "verdict": "pass"}]}}]}))
+    r = gen_recipe("certify", str(results), "--image", str(image), "--key", str(private))
+    assert r.returncode == 2 and "no comparison of an image with bare metal" in r.stderr, r.stderr
+
+
+def test_keygen_default_folder_is_private(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "generator.cli.main", "keygen"], capture_output=True, text=True, cwd=REPO,
+                       env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    key = tmp_path / ".config" / "gen-recipe" / "signing.key"
+    assert key.is_file() and (key.stat().st_mode & 0o777) == 0o600
+    assert (key.parent.stat().st_mode & 0o777) == 0o700 and Path(str(key) + ".pub").is_file()
+
+
+def test_what_a_signer_wrote_cannot_drive_the_terminal_or_crash_the_table(exported):
+    image, private, public = exported
+    digest = "sha256:" + hashlib.sha256(image.read_bytes()).hexdigest()
+    subj = certificate.subjects_of(str(image), digest)
+    made = {"sbom": statement(subj, SBOM_TYPE, {"components": [
+                {"name": "openmpi\x1b[31mevil\nline", "version": "1", "purl": "pkg:deb/debian/evil@1"}]}),
+            "verdict": statement(subj, VERDICT_TYPE, {"verdicts": [{"interval": "x"}]})}
+    certificate.publish(str(image), made, sign.load_signer(private))
+    r = gen_recipe("verify", str(image), "--key", str(public))
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "openmpi\\x1b[31mevil\\nline" in r.stdout
+    assert "the verdict statement verifies, but its predicate is not in the shape gen-recipe writes" in r.stdout
+
+
+def test_an_envelope_nested_too_deeply_is_one_line(exported):
+    image, _, public = exported
+    image.with_name(image.name + ".sbom.dsse.json").write_text("[" * 100000 + "]" * 100000)
+    r = gen_recipe("verify", str(image), "--key", str(public))
+    assert r.returncode == 1 and "not JSON" in r.stderr and "Traceback" not in r.stderr, r.stderr
