@@ -74,7 +74,7 @@ def test_app_overhead(benchmark, suite, site, images, bare_python, verdicts, app
     result.record(benchmark, [result.of_pairs(
         v, comp.pairs, site=site.name, workload=recipe.name, runtime=runtime, mode=opts.mode, metric=metric,
         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
-        extra={"image": image, "look": v.look, "unit": w.unit, "bare_values": comp.series.get("a", []),
+        extra={"image": image, "image_digests": images.digests(recipe), "look": v.look, "unit": w.unit, "bare_values": comp.series.get("a", []),
                "container_values": comp.series.get("b", []), "wall_s": [list(r) for r in comp.ready_s]})])
     verdicts.append(v)
     assert v.outcome == "pass", v.message

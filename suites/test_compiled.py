@@ -85,7 +85,7 @@ def test_compiled_overhead(benchmark, suite, site, images, bare_python, cpu_pin,
     result.record(benchmark, [result.of_pairs(
         v, comp.pairs, site=site.name, workload=compiled, runtime=runtime, mode=opts.mode, metric="throughput-compiled",
         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
-        extra={"image": image, "look": v.look, "environment": dict(comp.environment),
+        extra={"image": image, "image_digests": images.digests(REGISTRY[compiled].recipe), "look": v.look, "environment": dict(comp.environment),
                "compiled": True, "cold_start_s": list(cold), "warm_start_s": warm,
                "ready_s": [list(r) for r in comp.ready_s]})])
     verdicts.append(v)

@@ -40,7 +40,7 @@ def test_overhead(benchmark, suite, site, images, bare_python, cpu_pin, verdicts
     result.record(benchmark, [result.of_pairs(
         v, comp.pairs, site=site.name, workload=workload, runtime=runtime, mode=opts.mode, metric="throughput",
         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
-        extra={"image": image, "look": v.look, "environment": dict(comp.environment),
+        extra={"image": image, "image_digests": images.digests(recipe), "look": v.look, "environment": dict(comp.environment),
                "bare_chunks": comp.series.get("a", []), "container_chunks": comp.series.get("b", []),
                "ready_s": [list(r) for r in comp.ready_s]})])
     verdicts.append(v)

@@ -3,7 +3,10 @@ attached to the pushed image, or written beside the exported file; unsigned, for
 
 from __future__ import annotations
 
+import datetime
 import os
+import re
+import subprocess
 from pathlib import Path
 
 import recipes as _recipes
@@ -30,14 +33,38 @@ def statements(site: Site, recipe: str | catalog.Recipe, *, fmt: str, builder: s
     r = catalog.load(recipe)
     text = render.recipe_text(site, r, fmt)
     tool = "apptainer" if builder in ("apptainer", "singularity") else builder
+    created = created_at(builder, run_ref)
+    reused = created is not None and created < _seconds(started) - 5
+    if reused:
+        finished = datetime.datetime.fromtimestamp(created, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
     inputs = provenance.BuildInputs(
         site=site.name, site_file=Path(site.path) if site.path else Path("/nonexistent"), recipe=r.name,
         recipe_file=recipe_file(r), fmt=fmt, text=text, builder=tool, builder_version=certificate.tool_version(tool),
         started=started, finished=finished, target=target, platform=platform, context=context_manifest(site, r),
         bases=certificate.base_digests(builder, text) if fmt == "docker" else {},
-        environ=provenance.github_environ(os.environ))
+        environ=provenance.github_environ(os.environ), reused=reused)
     return certificate.build_statements(subjects, sbom.inventory(builder, run_ref), inputs, image, digest,
                                         context_files(site, r))
+
+
+def _seconds(iso: str) -> float:
+    return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def created_at(builder: str, ref: str) -> float | None:
+    """When the image was made (seconds since the epoch): the builder's record, a SIF file's time; None unknown."""
+    if builder in ("apptainer", "singularity"):
+        return Path(ref).stat().st_mtime if Path(ref).is_file() else None
+    fmt = "{{.Created.Unix}}" if builder != "docker" else "{{.Created}}"
+    tool = "docker" if builder == "docker" else "podman"
+    done = subprocess.run((tool, "image", "inspect", "--format", fmt, ref), capture_output=True, text=True)
+    out = done.stdout.strip()
+    if done.returncode != 0 or not out:
+        return None
+    try:
+        return float(out) if out.isdigit() else _seconds(re.sub(r"\.\d+", "", out))
+    except ValueError:
+        return None
 
 
 def context_files(site: Site, recipe: catalog.Recipe) -> tuple[sbom.Built, ...]:

@@ -10,7 +10,9 @@ registry as referrers or written beside an exported file, and verified.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
+from glob import escape as glob_escape
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,8 +39,18 @@ def is_file_target(target: str) -> bool:
     return Path(target).is_file()
 
 
-def beside(path: Path, kind: str) -> Path:
-    return path.with_name(f"{path.name}.{kind}.dsse.json")
+def beside(path: Path, kind: str, tag: str = "") -> Path:
+    return path.with_name(f"{path.name}.{kind}{'.' + tag if tag else ''}.dsse.json")
+
+
+def envelopes_beside(path: Path) -> list[tuple[str, Path]]:
+    """(kind its name says, file) of every envelope beside the exported file `path`."""
+    out = []
+    for file in sorted(path.parent.glob(f"{glob_escape(path.name)}.*.dsse.json")):
+        kind = file.name[len(path.name) + 1:].split(".", 1)[0]
+        if kind in ("sbom", "provenance", "verdict") and file.is_file():
+            out.append((kind, file))
+    return out
 
 
 def tool_version(tool: str) -> str:
@@ -77,7 +89,9 @@ def publish(target: str, statements: Mapping[str, dict], signer, progress=lambda
     envelopes = {kind: canonical(sign(st, signer)) for kind, st in statements.items()}
     if is_file_target(target):
         path = Path(target)
-        files = {beside(path, kind): env + b"\n" for kind, env in envelopes.items()}
+        # a rebuild's SBOM and provenance replace the old ones; verdicts accumulate (one file per statement)
+        files = {beside(path, kind, hashlib.sha256(env).hexdigest()[:12] if kind == "verdict" else ""): env + b"\n"
+                 for kind, env in envelopes.items()}
         write_set(files)
         return [shown(p) for p in files]
     out = []
@@ -107,54 +121,78 @@ class Certificate:
     target: str
     digest: str
     where: str                              # referrers API, tag sha256-…, or files beside
-    statements: tuple[tuple[str, dict], ...]    # (kind, statement), verified
+    statements: tuple[tuple[str, dict, str], ...]    # (kind, statement, the key that signed it), verified
+    others: int = 0                         # envelopes signed by none of the keys given: not checked, not shown
 
 
-def _checked(where: str, envelope: dict, keys, digest: str) -> tuple[str, dict]:
-    st = verify_envelope(envelope, keys, where)
+def _keyids(envelope) -> set[str]:
+    sigs = envelope.get("signatures") if isinstance(envelope, dict) else None
+    return {g.get("keyid") for g in sigs if isinstance(g, dict) and isinstance(g.get("keyid"), str)} \
+        if isinstance(sigs, list) else set()
+
+
+def _checked(where: str, envelope, keys: Mapping[str, object], digest: str) -> tuple[str, dict, str] | None:
+    """(kind, statement, signer's name) of an envelope signed by one of `keys` (name → key), None when none of
+    them signed it; Untrusted when it is tampered, about another digest, or not a statement."""
+    ids = {k.keyid: name for name, k in keys.items()}
+    mine = sorted(ids[i] for i in _keyids(envelope) if i in ids)
+    if not mine and isinstance(envelope, dict) and envelope.get("signatures"):
+        return None
+    st = verify_envelope(envelope, list(keys.values()), where)
     if digest not in digests(st):
         about = ", ".join(sorted(digests(st))) or "nothing"
         raise Untrusted(f"{where}: a statement about another digest ({about[:160]}), not {digest}")
     kind = KINDS.get(st.get("predicateType")) if isinstance(st.get("predicateType"), str) else None
     if kind is None:
-        raise Untrusted(f"{where}: unknown predicate type {str(st.get('predicateType'))[:100]!r}")
+        raise Untrusted(f"{where}: unknown predicate type {shown(st.get('predicateType'))[:100]!r}")
     if not isinstance(st.get("predicate"), dict):
         raise Untrusted(f"{where}: the {kind} statement has no predicate")
-    return kind, st
+    return kind, st, ", ".join(mine)
 
 
-def verify(target: str, keys) -> Certificate:
-    """Every statement of `target` (a registry image, or an exported file with its envelopes beside it),
-    each signed by one of `keys` and about `target`'s digest; Untrusted with the reason otherwise."""
+def _certificate(target: str, digest: str, where: str, checked: list) -> Certificate:
+    verified = tuple(c for c in checked if c is not None)
+    if not verified:
+        raise Untrusted(f"{shown(target)}: its {len(checked)} statement(s) are signed by an unknown key; pass the "
+                        "signer's public key with --key")
+    return Certificate(target, digest, where, verified, len(checked) - len(verified))
+
+
+def verify(target: str, keys: Mapping[str, object]) -> Certificate:
+    """Every statement of `target` (a registry image, or an exported file with its envelopes beside it) that one
+    of `keys` (name → public key) signed, each checked to be untampered and about `target`'s digest; Untrusted
+    with the reason otherwise. Statements signed by other keys are counted, not checked (anyone who can push
+    may add some); none at all signed by `keys` is Untrusted."""
     if is_file_target(target):
         path = Path(target)
         digest = "sha256:" + file_sha256(path)
-        found = [(kind, beside(path, kind)) for kind in ("sbom", "provenance", "verdict") if beside(path, kind).exists()]
+        found = envelopes_beside(path)
         if not found:
-            raise Untrusted(f"{shown(path)}: no certificate beside it (no {path.name}.sbom.dsse.json, "
-                            f".provenance.dsse.json or .verdict.dsse.json)")
-        out = []
+            raise Untrusted(f"{shown(path)}: no certificate beside it (no {shown(path.name)}.sbom.dsse.json, "
+                            ".provenance.dsse.json or .verdict.*.dsse.json)")
+        checked = []
         for kind, file in found:
             got = _checked(shown(file), read_envelope(file), keys, digest)
-            if got[0] != kind:
+            if got and got[0] != kind:
                 raise Untrusted(f"{shown(file)}: holds a {got[0]} statement, not the {kind} its name says")
-            out.append(got)
-        return Certificate(target, digest, "files beside it", tuple(out))
-    client = referrers.Client(referrers.parse(target).host)
+            checked.append(got)
+        return _certificate(target, digest, "files beside it", checked)
+    r = referrers.parse(target)
+    client = referrers.Client(r.host, r.repo)
     digest, _, _ = referrers.resolve(target, client)
     descriptors, where = referrers.listed(target, digest, client)
     if not descriptors:
-        raise Untrusted(f"{target}: no certificate attached to {digest} (attach one with gen-recipe build --push "
+        raise Untrusted(f"{shown(target)}: no certificate attached to {digest} (attach one with gen-recipe build --push "
                         "--key KEY, or gen-recipe certify RESULTS --image IMAGE --key KEY)")
-    out = []
+    checked = []
     for d in descriptors:
         data = referrers.fetch(target, d, digest, client)
         try:
             envelope = json.loads(data)
         except (ValueError, RecursionError):
-            raise Untrusted(f"{target}: referrer {d.get('digest')}: its envelope is not JSON") from None
-        out.append(_checked(f"{target}: referrer {d.get('digest')}", envelope, keys, digest))
-    return Certificate(target, digest, where, tuple(out))
+            raise Untrusted(f"{shown(target)}: referrer {shown(d.get('digest'))}: its envelope is not JSON") from None
+        checked.append(_checked(f"{shown(target)}: referrer {shown(d.get('digest'))}", envelope, keys, digest))
+    return _certificate(target, digest, where, checked)
 
 
 def _rows(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -172,7 +210,7 @@ def _sbom_section(bom: dict) -> list[str]:
     copied = [c for c in comps if props(c).get("gen-recipe:from-build-context") == "true"]
     pkgs = [c for c in comps if str(c.get("purl", "")).startswith(("pkg:deb/", "pkg:rpm/"))]
     py = [c for c in comps if str(c.get("purl", "")).startswith("pkg:pypi/")]
-    out = [f"What is inside (SBOM, CycloneDX {bom.get('specVersion', '?')}): {len(pkgs)} distro packages, "
+    out = [f"What is inside (SBOM, CycloneDX {shown(bom.get('specVersion', '?'))[:20]}): {len(pkgs)} distro packages, "
            f"{len(py)} Python distributions, {len(built)} built from source, {len(copied)} copied from the build context"]
     rows = []
     for c in built + copied:
@@ -195,7 +233,9 @@ def _provenance_section(p: dict) -> list[str]:
              + (f", target {ext['target']}" if ext.get("target") else "")),
             ("generator", str(d.get("internalParameters", {}).get("generator"))),
             ("builder", f"{r.get('builder', {}).get('id')} ({d.get('internalParameters', {}).get('builder')})"),
-            ("finished", str(r.get("metadata", {}).get("finishedOn")))]
+            ("finished", str(r.get("metadata", {}).get("finishedOn"))
+             + (" (no build ran: the image existed under its content-hashed tag)"
+                if d.get("internalParameters", {}).get("reused") else ""))]
     for dep in d.get("resolvedDependencies", []):
         if dep.get("name") in ("site file", "recipe", "base image"):
             sha = (dep.get("digest") or {}).get("sha256")
@@ -213,26 +253,37 @@ def _verdict_section(v: dict) -> list[str]:
         rows.append((e.get("site"), str(e.get("nodes")), e.get("runtime"), e.get("mpiMode"),
                      f"{e.get('workload')} ({e.get('execution')})", f"{e.get('ratio', 0):.3f}", f"[{lo:.3f}, {hi:.3f}]",
                      str(e.get("pairs")), "[{:.3f}, {:.3f}]".format(*tol["allowed"]) if tol else "-",
-                     str(e.get("outcome", "")).upper()))
+                     shown(str(e.get("outcome", "")).upper())))
     return [f"Where it was measured (verdicts, {shown(v.get('tool'))[:80]}, {shown(v.get('date'))[:40]})",
             _rows(("site", "nodes", "runtime", "mpi", "workload", "ratio", "95% interval", "pairs", "allowed",
                    "verdict"), rows)]
 
 
+def _when(kind: str, st: dict) -> str:
+    """When a statement's content was made (ISO 8601 sorts as text): the SBOM's timestamp, the build's end."""
+    p = st.get("predicate") or {}
+    got = (p.get("metadata") or {}).get("timestamp") if kind == "sbom" else \
+        ((p.get("runDetails") or {}).get("metadata") or {}).get("finishedOn")
+    return got if isinstance(got, str) else ""
+
+
 def table(cert: Certificate) -> str:
-    kinds = [k for k, _ in cert.statements]
+    kinds = [k for k, _, _ in cert.statements]
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("sbom", "provenance", "verdict") if k in kinds)
     out = [f"Certificate of {shown(cert.target)}", f"  digest {cert.digest}",
            f"  {len(cert.statements)} signed statement(s) ({counts}), found in the {cert.where}; every signature and "
-           "digest checked", ""]
-    newest = {k: st for k, st in cert.statements if k != "verdict"}       # a rebuild's statements replace the older
-    shown_ones = [newest[k] for k in ("sbom", "provenance") if k in newest] + \
-        [st for k, st in cert.statements if k == "verdict"]
-    for st in shown_ones:
-        kind = KINDS[st["predicateType"]]
+           "digest checked" + (f"; {cert.others} more signed by other keys, not checked" if cert.others else ""), ""]
+    shown_ones = []
+    for kind in ("sbom", "provenance"):          # a rebuild's statements join the older ones: the newest is shown
+        mine = [(st, who) for k, st, who in cert.statements if k == kind]
+        if mine:
+            shown_ones.append((kind, *max(mine, key=lambda x: _when(kind, x[0]))))
+    shown_ones += [(k, st, who) for k, st, who in cert.statements if k == "verdict"]
+    for kind, st, who in shown_ones:
         section = {"sbom": _sbom_section, "provenance": _provenance_section, "verdict": _verdict_section}[kind]
         try:
-            out += section(st["predicate"]) + [""]
+            lines = section(st["predicate"])
+            out += [f"{lines[0]}, signed by {shown(who)}", *lines[1:], ""]
         except (TypeError, ValueError, AttributeError, KeyError, IndexError):
             out += [f"(the {kind} statement verifies, but its predicate is not in the shape gen-recipe writes: "
                     "see it with --json)", ""]

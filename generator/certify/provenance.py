@@ -16,6 +16,8 @@ from pathlib import Path
 from generator import __version__
 from generator.certify.statement import BUILD_TYPE, LOCAL_BUILDER, sha256
 
+REUSED = ("no build ran: the image existed under its content-hashed tag, which the Dockerfile text and the build "
+          "context determine; finishedOn is the image's creation, the inputs are read at signing and generate the same")
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)", re.I | re.M)
 _BOOTSTRAP_FROM = re.compile(r"^From:\s*(\S+)", re.M)
 
@@ -37,6 +39,7 @@ class BuildInputs:
     context: Sequence[tuple[str, str]] = ()          # (path in the build context, content id)
     bases: Mapping[str, str] = field(default_factory=dict)     # base image reference → digest
     environ: Mapping[str, str] = field(default_factory=dict)   # GITHUB_* of a workflow run
+    reused: bool = False              # the image existed (its content-hashed tag): no build ran now
 
 
 def bases_of(text: str) -> list[str]:
@@ -71,7 +74,7 @@ def predicate(b: BuildInputs) -> dict:
     external = {"site": b.site, "recipe": b.recipe, "format": b.fmt}
     external.update({k: v for k, v in (("target", b.target), ("platform", b.platform)) if v})
     run_id = b.environ.get("GITHUB_RUN_ID")
-    metadata = {"startedOn": b.started, "finishedOn": b.finished}
+    metadata = {"finishedOn": b.finished} if b.reused else {"startedOn": b.started, "finishedOn": b.finished}
     if run_id:
         metadata["invocationId"] = f"{b.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/" \
                                    f"{b.environ.get('GITHUB_REPOSITORY', '')}/actions/runs/{run_id}"
@@ -80,7 +83,8 @@ def predicate(b: BuildInputs) -> dict:
         "buildDefinition": {
             "buildType": BUILD_TYPE,
             "externalParameters": external,
-            "internalParameters": {"generator": f"gen-recipe {__version__}", "builder": b.builder},
+            "internalParameters": {"generator": f"gen-recipe {__version__}", "builder": b.builder,
+                                   **({"reused": REUSED} if b.reused else {})},
             "resolvedDependencies": deps,
         },
         "runDetails": {

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http.client
 import json
 import os
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.certify.sign import MAX_ENVELOPE, Untrusted
-from generator.errors import GenRecipeError, UsageError
+from generator.errors import GenRecipeError, UsageError, shown
 from generator.images.tags import insecure, registry_host
 
 ENVELOPE_TYPE = "application/vnd.dsse.envelope.v1+json"
@@ -39,8 +41,10 @@ ACCEPT = ", ".join((MANIFEST, INDEX, "application/vnd.docker.distribution.manife
                     "application/vnd.docker.distribution.manifest.list.v2+json"))
 PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
 MAX_MANIFEST = 4 << 20          # the distribution spec's limit for manifests
-TIMEOUT = 60
+TIMEOUT = 60                    # seconds without a byte
+DEADLINE = 300                  # seconds for one whole request (a 16 MB envelope on a slow link)
 MAX_REFERRERS = 200             # envelopes one verify reads (each a few MB at most)
+MAX_PAGES = 20                  # pages of a referrers list
 _REF = re.compile(r"(?P<name>[a-z0-9]+(?:[._/-]+[a-z0-9]+)*)(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?")
 
 
@@ -59,47 +63,98 @@ class Ref:
         return f"{self.host}/{self.repo}" + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
 
 
+_HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+                   r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+
+
 def parse(ref: str) -> Ref:
     """HOST/REPO[:TAG][@sha256:…]; one line for anything else (a registry host is required)."""
+    if ref.startswith(("/", "./", "../", "~")) or ref.endswith((".sif", ".tar.gz", ".tar", ".sqsh")):
+        raise UsageError(f"{shown(ref)}: no such file (an exported image is a file that exists; a registry image is "
+                         "HOST[:PORT]/REPOSITORY[:TAG][@sha256:…])")
     host = registry_host(ref)
-    if host == "docker.io" or "/" not in ref or any(c in ref for c in " \t\n\\"):
-        raise UsageError(f"image {ref!r}: give it as HOST[:PORT]/REPOSITORY[:TAG][@sha256:…] (a registry's image)")
+    if host == "docker.io" or "/" not in ref or any(c in ref for c in " \t\n\r\\") or not _HOST.fullmatch(host):
+        raise UsageError(f"image {shown(ref)}: give it as HOST[:PORT]/REPOSITORY[:TAG][@sha256:…] (a registry's image)")
     m = _REF.fullmatch(ref.split("/", 1)[1])
     if not m:
-        raise UsageError(f"image {ref!r}: not a valid repository reference (lower-case path, :tag, @sha256:<64 hex>)")
-    return Ref(host, m["name"], m["tag"], m["digest"])
+        raise UsageError(f"image {shown(ref)}: not a valid repository reference (lower-case path, :tag, @sha256:<64 hex>)")
+    return Ref(host.lower(), m["name"], m["tag"], m["digest"])
 
 
 def _auth_files(environ: Mapping[str, str]) -> list[Path]:
+    """Where podman, skopeo and docker keep a login (containers-auth.json(5); docker's config.json)."""
     out = [environ.get("REGISTRY_AUTH_FILE", "")]
-    if environ.get("XDG_RUNTIME_DIR"):
-        out.append(f"{environ['XDG_RUNTIME_DIR']}/containers/auth.json")
+    out.append(f"{environ['XDG_RUNTIME_DIR']}/containers/auth.json" if environ.get("XDG_RUNTIME_DIR")
+               else f"/run/containers/{os.getuid()}/auth.json")
     home = Path(environ.get("HOME", "~")).expanduser()
     out += [str(home / ".config/containers/auth.json"), str(home / ".docker/config.json")]
     return [Path(p) for p in out if p]
 
 
-def credentials(host: str, environ: Mapping[str, str] = os.environ) -> str | None:
-    """The base64 user:password the container tools' login stored for `host`, or None."""
+def credentials(host: str, repo: str = "", environ: Mapping[str, str] = os.environ) -> str | None:
+    """The base64 user:password the container tools' login stored for `host` (or, the most specific first, a
+    `host/namespace` entry that holds `repo`), or None. Credential helpers are not asked."""
+    keys = [f"{host}/{repo}".rsplit("/", i)[0] for i in range(repo.count("/") + 1)] if repo else []
+    keys.append(host)
     for path in _auth_files(environ):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError, RecursionError):
             continue
-        entry = (data.get("auths") or {}).get(host) if isinstance(data, dict) else None
-        if isinstance(entry, dict) and isinstance(entry.get("auth"), str):
-            return entry["auth"]
+        auths = data.get("auths") if isinstance(data, dict) else None
+        for key in keys:
+            entry = auths.get(key) if isinstance(auths, dict) else None
+            if isinstance(entry, dict) and isinstance(entry.get("auth"), str):
+                return entry["auth"]
     return None
+
+
+class _NoAuthElsewhere(urllib.request.HTTPRedirectHandler):
+    """Follows a registry's redirect (blobs served from object storage) without its credentials when the
+    redirect leaves the registry's host: a presigned URL carries its own."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
+            new.remove_header("Authorization")
+            new.unredirected_hdrs.pop("Authorization", None)
+        return new
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    """http and https only (no file:, ftp: or data: for a URL a registry names), redirects without credentials."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.HTTPHandler(), urllib.request.HTTPSHandler(), _NoAuthElsewhere(),
+                    urllib.request.HTTPDefaultErrorHandler(), urllib.request.HTTPErrorProcessor()):
+        opener.add_handler(handler)
+    return opener
+
+
+def _read(resp, limit: int, deadline: float, what: str) -> bytes:
+    """At most `limit` bytes of a response, by `deadline` (a server that sends a byte at a time is cut off)."""
+    chunks, size = [], 0
+    while True:
+        if time.monotonic() > deadline:
+            raise RegistryError(f"{what}: the registry did not answer within {DEADLINE} s")
+        chunk = resp.read1(1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise RegistryError(f"{what}: larger than {limit} bytes: refused")
+        chunks.append(chunk)
 
 
 class Client:
     """A few distribution API calls to one registry, with its token service's bearer tokens."""
 
-    def __init__(self, host: str, environ: Mapping[str, str] = os.environ):
+    def __init__(self, host: str, repo: str = "", environ: Mapping[str, str] = os.environ):
         self.host = host
-        self.base = ("http" if insecure(f"{host}/x") else "https") + f"://{host}"
-        self.basic = credentials(host, environ)
+        self.secure = not insecure(f"{host}/x")
+        self.base = ("https" if self.secure else "http") + f"://{host}"
+        self.basic = credentials(host, repo, environ)
         self.auth: str | None = None
+        self.opener = _opener()
 
     def _token(self, challenge: str, scope_hint: str) -> str | None:
         scheme, _, params = challenge.partition(" ")
@@ -108,48 +163,51 @@ class Client:
         fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
         if scheme.lower() != "bearer" or "realm" not in fields:
             return None
+        realm = urllib.parse.urlsplit(fields["realm"])
+        if realm.scheme not in (("https",) if self.secure else ("https", "http")) or not realm.netloc:
+            raise RegistryError(f"{self.host}: its token service {shown(fields['realm'])[:100]} is not an https URL: refused")
         query = {k: fields[k] for k in ("service", "scope") if k in fields}
         query.setdefault("scope", scope_hint)
         req = urllib.request.Request(f"{fields['realm']}?{urllib.parse.urlencode(query)}")
         if self.basic:
             req.add_header("Authorization", f"Basic {self.basic}")
         try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
-                body = json.loads(resp.read(1 << 20))
-        except (OSError, ValueError, RecursionError) as exc:
-            raise RegistryError(f"{self.host}: its token service refused ({exc}); log in with podman login "
-                                f"{self.host}") from None
+            with self.opener.open(req, timeout=TIMEOUT) as resp:
+                body = json.loads(_read(resp, 1 << 20, time.monotonic() + DEADLINE, f"{self.host} token service"))
+        except (OSError, ValueError, RecursionError, UnicodeError) as exc:
+            raise RegistryError(f"{self.host}: its token service refused ({shown(exc)[:200]}); log in with podman "
+                                f"login {self.host}") from None
         token = (body.get("token") or body.get("access_token")) if isinstance(body, dict) else None
-        return f"Bearer {token}" if token else None
+        return f"Bearer {token}" if isinstance(token, str) and token else None
 
     def call(self, method: str, path: str, repo: str, *, data: bytes | None = None,
              headers: Mapping[str, str] | None = None, limit: int = MAX_MANIFEST, ok=(200,)):
-        """(status, headers, body); statuses outside `ok` and 404 raise RegistryError."""
-        url = path if path.startswith("http") else self.base + path
+        """(status, headers, body). A 404 to GET or HEAD is an answer (not there); any other status outside `ok`
+        raises RegistryError, so a refused upload is never taken for a stored one."""
+        url = path if path.startswith(("https://", "http://")) else self.base + path      # a Location is absolute
+        here = urllib.parse.urlsplit(url).netloc == self.host
+        what = f"{self.host}: {method} {shown(urllib.parse.urlsplit(url).path)[:120]}"
         for attempt in (0, 1):
             req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
-            if self.auth:
-                req.add_header("Authorization", self.auth)
+            if self.auth and here:
+                req.add_unredirected_header("Authorization", self.auth)
             try:
-                with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
-                    body = resp.read(limit + 1)
-                    if len(body) > limit:
-                        raise RegistryError(f"{self.host}: {path} is larger than {limit} bytes: refused")
-                    return resp.status, resp.headers, body
+                with self.opener.open(req, timeout=TIMEOUT) as resp:
+                    return resp.status, resp.headers, _read(resp, limit, time.monotonic() + DEADLINE, what)
             except urllib.error.HTTPError as exc:
                 if exc.code == 401 and attempt == 0:
                     push = "pull,push" if method in ("PUT", "POST") else "pull"
                     self.auth = self._token(exc.headers.get("WWW-Authenticate", ""), f"repository:{repo}:{push}")
                     if self.auth:
                         continue
-                if exc.code in ok or exc.code == 404:
+                if exc.code in ok or (exc.code == 404 and method in ("GET", "HEAD")):
                     return exc.code, exc.headers, b""
-                detail = exc.read(2000).decode(errors="replace").strip().replace("\n", " ")
-                raise RegistryError(f"{self.host}: {method} {path} answered {exc.code} {exc.reason} {detail[:200]}"
+                detail = shown(exc.read(2000).decode(errors="replace").strip())
+                raise RegistryError(f"{what} answered {exc.code} {shown(exc.reason)} {detail[:200]}"
                                     + ("; log in with podman login " + self.host if exc.code in (401, 403) else "")) \
                     from None
-            except OSError as exc:
-                raise RegistryError(f"{self.host}: cannot reach the registry ({exc})") from None
+            except (OSError, UnicodeError, ValueError, http.client.HTTPException) as exc:
+                raise RegistryError(f"{what}: cannot reach the registry ({shown(exc)[:200]})") from None
         raise RegistryError(f"{self.host}: not authorised for {repo}; log in with podman login {self.host}")
 
     def manifest(self, repo: str, reference: str) -> tuple[bytes, str] | None:
@@ -189,7 +247,7 @@ def resolve(ref: str, client: Client | None = None) -> tuple[str, str, int]:
     """(digest, media type, size) of the manifest `ref` names, the digest computed from the bytes served;
     a ref @digest must be served as that digest."""
     r = parse(ref)
-    client = client or Client(r.host)
+    client = client or Client(r.host, r.repo)
     got = client.manifest(r.repo, r.digest or r.tag or "latest")
     if got is None:
         raise Untrusted(f"{ref}: no such image in the registry")
@@ -208,7 +266,7 @@ def resolve(ref: str, client: Client | None = None) -> tuple[str, str, int]:
 def attach(ref: str, envelope: bytes, predicate_type: str, created: str, client: Client | None = None) -> str:
     """Attach `envelope` to the image `ref` as a referrer; returns the referrer manifest's digest."""
     r = parse(ref)
-    client = client or Client(r.host)
+    client = client or Client(r.host, r.repo)
     digest, media, size = resolve(ref, client)
     client.put_blob(r.repo, EMPTY)
     layer = client.put_blob(r.repo, envelope)
@@ -246,24 +304,43 @@ def _fallback(client: Client, repo: str, digest: str) -> dict:
     return index
 
 
+def _next_page(headers, base: str) -> str | None:
+    """The `Link: <url>; rel="next"` of a paged referrers list (distribution spec), absolute."""
+    for link in (headers.get_all("Link") or []) if headers else []:
+        m = re.match(r'\s*<([^>]+)>\s*;\s*rel="?next"?', link)
+        if m:
+            return urllib.parse.urljoin(base + "/", m.group(1))
+    return None
+
+
 def listed(ref: str, digest: str, client: Client | None = None) -> tuple[list[dict], str]:
-    """The DSSE referrers of `digest` (descriptors) and where they were found ("referrers API" or the tag)."""
+    """The DSSE referrers of `digest` (descriptors) and where they were found ("referrers API" or the tag);
+    every page of the API's list, bounded."""
     r = parse(ref)
-    client = client or Client(r.host)
-    status, headers, body = client.call("GET", f"/v2/{r.repo}/referrers/{digest}", r.repo, headers={"Accept": INDEX})
-    ctype = headers.get("Content-Type", "").split(";")[0] if headers else ""
-    index = None
-    if status == 200 and ctype == INDEX:
+    client = client or Client(r.host, r.repo)
+    found, where, url = [], None, f"/v2/{r.repo}/referrers/{digest}"
+    for _ in range(MAX_PAGES):
+        status, headers, body = client.call("GET", url, r.repo, headers={"Accept": INDEX})
+        ctype = headers.get("Content-Type", "").split(";")[0] if headers else ""
+        if status != 200 or ctype != INDEX:
+            break
         try:
-            index, where = json.loads(body), "referrers API"
+            index = json.loads(body)
         except (ValueError, RecursionError):
             raise Untrusted(f"{ref}: the registry's referrers list is not JSON") from None
-    if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
-        index, where = _fallback(client, r.repo, digest), f"tag {fallback_tag(digest)}"
-    found = [m for m in index["manifests"] if isinstance(m, dict) and m.get("artifactType") == ENVELOPE_TYPE]
+        if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
+            raise Untrusted(f"{ref}: the registry's referrers list is not an image index")
+        found += index["manifests"]
+        where = "referrers API"
+        url = _next_page(headers, client.base)
+        if url is None or len(found) > MAX_REFERRERS:
+            break
+    if where is None:
+        found, where = _fallback(client, r.repo, digest)["manifests"], f"tag {fallback_tag(digest)}"
+    found = [m for m in found if isinstance(m, dict) and m.get("artifactType") == ENVELOPE_TYPE]
     if len(found) > MAX_REFERRERS:
-        raise Untrusted(f"{ref}: {len(found)} certificates attached: more than {MAX_REFERRERS}, refused (remove old ones "
-                        "from the registry)")
+        raise Untrusted(f"{ref}: more than {MAX_REFERRERS} certificates attached: refused (remove old ones from the "
+                        "registry)")
     return found, where
 
 
@@ -271,7 +348,7 @@ def fetch(ref: str, descriptor: Mapping, subject: str, client: Client | None = N
     """The envelope a referrer descriptor names; Untrusted when a digest does not match, or when the
     referrer is about another manifest than `subject` (a referrer swapped in from another image)."""
     r = parse(ref)
-    client = client or Client(r.host)
+    client = client or Client(r.host, r.repo)
     mine = str(descriptor.get("digest", ""))
     if not re.fullmatch(r"sha256:[0-9a-f]{64}", mine):
         raise Untrusted(f"{ref}: a referrer without a sha256 digest ({mine[:80]!r})")

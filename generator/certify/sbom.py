@@ -41,6 +41,9 @@ SCRIPT = ("echo @@os; cat /etc/os-release 2>/dev/null; echo @@dpkg; cat /var/lib
           "echo @@python; if command -v python3 >/dev/null 2>&1; then python3 -c \"$0\"; fi")
 
 
+_GIT_CLONE = re.compile(r"\bgit clone((?:[ \t]+[^\s&;|]+)+)")
+
+
 class SbomFailed(GenRecipeError):
     """The image could not be read for its SBOM."""
 
@@ -170,15 +173,26 @@ def built_from_source(text: str) -> tuple[Built, ...]:
         why = checksums.unpublished(url)
         if why:
             out.append(Built(url.rsplit("/", 1)[-1], "", url, None, f"no checksum published: {why}"))
+    for args in _GIT_CLONE.findall(text):          # a block's git checkout (hpccm's knem): a ref, no archive
+        url = next((a for a in args.split() if re.match(r"https?://", a)), None)
+        ref = re.search(r"(?:--branch|-b)[ =](\S+)", args)
+        if url:
+            out.append(Built(url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git"), ref.group(1) if ref else "", url,
+                             None, f"git clone of {ref.group(1) if ref else 'the default branch'}: a git ref, no archive "
+                             "checksum"))
     return tuple(sorted(set(out), key=lambda b: (b.name, b.version, b.url)))
 
 
 def _purl(p: Package, listing: Listing) -> PackageURL:
+    """purl-spec: pypi names lower-cased with `_` as `-`; rpm versions without the epoch, which is a qualifier."""
     if p.kind == "pypi":
-        return PackageURL("pypi", None, re.sub(r"[-_.]+", "-", p.name).lower(), p.version)
+        return PackageURL("pypi", None, p.name.lower().replace("_", "-"), p.version)
     distro = f"{listing.os_id}-{listing.os_version}" if listing.os_version else listing.os_id
-    qualifiers = {k: v for k, v in (("arch", p.arch), ("distro", distro)) if v}
-    return PackageURL(p.kind, listing.os_id, p.name, p.version, qualifiers=qualifiers)
+    version, epoch = p.version, ""
+    if p.kind == "rpm" and re.match(r"\d+:", version):
+        epoch, version = version.split(":", 1)
+    qualifiers = {k: v for k, v in (("arch", p.arch), ("distro", distro), ("epoch", epoch)) if v}
+    return PackageURL(p.kind, listing.os_id, p.name, version, qualifiers=qualifiers)
 
 
 def document(image: str, digest: str, listing: Listing, built: Sequence[Built], created: str,
@@ -192,7 +206,8 @@ def document(image: str, digest: str, listing: Listing, built: Sequence[Built], 
     meta.properties.add(Property(name=PROPERTY + "generator", value=f"gen-recipe {__version__}"))
     for k, v in sorted((extra or {}).items()):
         meta.properties.add(Property(name=PROPERTY + k, value=v))
-    bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"gen-recipe-sbom:{digest}"), metadata=meta)
+    # one serial per BOM (CycloneDX: unique even when the content is not), the same for the same inputs
+    bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"gen-recipe-sbom:{digest}:{created}"), metadata=meta)
     refs = set()
     for p in listing.packages:
         purl = _purl(p, listing)
@@ -216,7 +231,9 @@ def document(image: str, digest: str, listing: Listing, built: Sequence[Built], 
             hashes=[HashType(alg=HashAlgorithm.SHA_256, content=b.sha256)] if b.sha256 else [],
             external_references=[ExternalReference(type=ExternalReferenceType.DISTRIBUTION, url=XsUri(b.url))],
             properties=props))
-    import warnings
-    with warnings.catch_warnings():         # the image has no dependency graph to state: every part is a part of it
-        warnings.simplefilter("ignore")
-        return json.loads(JsonV1Dot6(bom).output_as_string(indent=None))
+    bom.register_dependency(meta.component, list(bom.components))
+    doc = json.loads(JsonV1Dot6(bom).output_as_string(indent=None))
+    # the image contains every component; what each one depends on is not known: no entry (an empty one would
+    # say "depends on nothing")
+    doc["dependencies"] = [d for d in doc.get("dependencies", []) if d.get("dependsOn")]
+    return doc

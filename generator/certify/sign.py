@@ -12,7 +12,7 @@ from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
-from generator.errors import GenRecipeError, UsageError
+from generator.errors import GenRecipeError, UsageError, shown
 from generator.files import read_bytes, write_atomic
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -29,14 +29,16 @@ class Untrusted(GenRecipeError):
 
 def keygen(private: Path) -> tuple[Path, Path]:
     """A new Ed25519 key pair: `private` (mode 600) and `private` + ".pub"; refuses to replace either."""
+    if not private.name or private.name in (".", "..") or private.is_dir():
+        raise UsageError(f"{shown(private)}: a folder, not a key file's name (e.g. {shown(private / 'site.key')})")
     public = private.with_name(private.name + ".pub")
     for path in (private, public):
         if path.exists() or path.is_symlink():
-            raise UsageError(f"{path} exists: keygen never replaces a key (choose another path, or remove it)")
+            raise UsageError(f"{shown(path)} exists: keygen never replaces a key (choose another path, or remove it)")
     try:
         private.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
-        raise UsageError(f"{private.parent}: cannot create the key's folder ({exc.strerror})") from None
+        raise UsageError(f"{shown(private.parent)}: cannot create the key's folder ({exc.strerror})") from None
     key = Ed25519PrivateKey.generate()
     write_atomic(private, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                             serialization.NoEncryption()), mode=0o600)
@@ -45,28 +47,43 @@ def keygen(private: Path) -> tuple[Path, Path]:
     return private, public
 
 
+_KIND = {"RSA": "an RSA", "EllipticCurve": "an EC", "EC": "an EC", "DSA": "a DSA", "Ed448": "an Ed448", "X25519": "an X25519",
+         "X448": "an X448"}
+
+
+def _kind(key) -> str:
+    name = type(key).__name__.lstrip("_")
+    return next((v for k, v in _KIND.items() if name.startswith(k)), f"a {name}") + " key"
+
+
 def load_signer(path: Path) -> CryptoSigner:
     """The signer of the private key file at `path`; one line naming the file for anything else."""
     data = read_bytes(path, "private key")
+    if b"PUBLIC KEY-----" in data:
+        raise UsageError(f"{shown(path)}: a public key: sign with the private key ({shown(str(path).removesuffix('.pub'))}"
+                         " if this is its .pub)")
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
-        raise UsageError(f"{path}: not an unencrypted PEM private key ({exc}); make one with gen-recipe keygen") \
-            from None
+        raise UsageError(f"{shown(path)}: not an unencrypted PEM private key ({shown(exc)[:120]}); make one with "
+                         "gen-recipe keygen") from None
     if not isinstance(key, Ed25519PrivateKey):
-        raise UsageError(f"{path}: a {type(key).__name__}, not an Ed25519 key; make one with gen-recipe keygen")
+        raise UsageError(f"{shown(path)}: {_kind(key)}, not an Ed25519 key; make one with gen-recipe keygen")
     return CryptoSigner(key)
 
 
 def load_public(path: Path) -> SSlibKey:
     """The public key in the PEM file at `path`."""
     data = read_bytes(path, "public key")
+    if b"PRIVATE KEY-----" in data:
+        raise UsageError(f"{shown(path)}: a private key: verify with its public key ({shown(path)}.pub, as keygen "
+                         "wrote it), and keep this one private")
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:
-        raise UsageError(f"{path}: not a PEM public key ({exc})") from None
+        raise UsageError(f"{shown(path)}: not a PEM public key ({shown(exc)[:120]})") from None
     if not isinstance(key, Ed25519PublicKey):
-        raise UsageError(f"{path}: a {type(key).__name__}, not an Ed25519 public key")
+        raise UsageError(f"{shown(path)}: {_kind(key)}, not an Ed25519 public key")
     return SSlibKey.from_crypto(key)
 
 

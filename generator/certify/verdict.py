@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from generator import __version__
 from generator.certify.sign import canonical
+from generator.certify.statement import DIGEST
 from generator.errors import UsageError
 from generator.suite.result import Result
 
 SCHEMA_VERSION = 1
-_CONTENT_TAG = re.compile(r"\d+\.\d+\.\d+-([0-9a-f]{12})")
 
 
 def fingerprint(environment) -> str | None:
@@ -60,7 +60,7 @@ def entry(r: Result, where: str = "RESULTS") -> dict:
         "outcome": r.verdict, "message": r.message,
         "likeForLike": {"bare": fingerprint(env.get("bare")), "container": fingerprint(env.get("container")),
                         "environment": env.get("container") or None},
-        "measuredImage": image,
+        "measuredImage": image, "measuredDigests": _digests(r, where),
     }
 
 
@@ -69,19 +69,38 @@ def measured(results: Sequence[Result]) -> list[Result]:
     return [r for r in results if r.extra.get("image") and r.verdict in ("pass", "fail", "inconclusive")]
 
 
-def check_image(rows: Sequence[Result], image: str, where: str) -> None:
-    """Refuse a certificate for an image the results did not measure, when the content tags tell."""
-    want = _CONTENT_TAG.search(image.rsplit("/", 1)[-1])
-    if not want:
-        return
-    seen = {m.group(1) for r in rows for m in [_CONTENT_TAG.search(str(r.extra.get("image"))[:4096])] if m}
-    if seen and want.group(1) not in seen:
-        raise UsageError(f"{where}: the results measured the image build(s) {', '.join(sorted(seen))}, not "
-                         f"{want.group(1)} ({image}): certify the image the suite ran (pytest suites/ --image REF)")
+def _digests(r: Result, where: str) -> list[str]:
+    got = r.extra.get("image_digests") or []
+    if not isinstance(got, list) or len(got) > 1000 or not all(isinstance(d, str) and DIGEST.fullmatch(d) for d in got):
+        raise UsageError(f"{where}: extra.image_digests: expected a list of sha256:<64 hex>: not the suite's JSON")
+    return got
 
 
-def predicate(results: Sequence[Result], results_name: str, results_digest: str, created: str) -> dict:
+def is_about(r: Result, target: str, digest: str, where: str) -> bool:
+    """Did comparison `r` measure the image `target` (manifest or file digest `digest`)? By the digests the suite
+    recorded; without them, by the reference the suite ran (a digest in it, else the same reference or file name)."""
+    known = _digests(r, where)
+    if known:
+        return digest in known
+    image = str(r.extra.get("image") or "").removeprefix("docker://")
+    if "@sha256:" in image:
+        return image.rsplit("@", 1)[1] == digest
+    if Path(target).is_file():
+        return Path(image).name == Path(target).name
+    return image == target.split("@", 1)[0]
+
+
+def about(results: Sequence[Result], target: str, digest: str, where: str) -> tuple[list[Result], list[Result]]:
+    """(the comparisons of `target`, the comparisons of other images)."""
     rows = measured(results)
+    for r in rows:
+        _extra(r, where)                # every record checked, not only the ones signed
+    mine = [r for r in rows if is_about(r, target, digest, where)]
+    return mine, [r for r in rows if r not in mine]
+
+
+def predicate(rows: Sequence[Result], results_name: str, results_digest: str, created: str) -> dict:
+    """The predicate of the comparisons `rows` (those `about` the image)."""
     if not rows:
         raise UsageError(f"{results_name}: no comparison of an image with bare metal in it (run pytest suites/ "
                          "with --benchmark-enable --benchmark-json=FILE)")

@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
                  str(done.path) if sif else default_ref(site, args.recipe), tool, started,
                  "apptainer" if sif else "docker")
         print(f"exported: {shown(done.path)} ({_size(done.size_bytes)}), sha256 {done.sha256} in {shown(done.path.name)}.sha256; "
-              f"copy both to the site")
+              + ("copy it, the .sha256 and the .dsse.json files to the site" if args.key else "copy both to the site"))
         return 0
     if args.runtime and (args.format == "apptainer" or args.target):
         raise UsageError(f"--runtime {args.runtime} makes its image from the OCI image: leave out --format apptainer "

@@ -15,7 +15,7 @@ from pathlib import Path
 from generator.certify import certificate, referrers, verdict
 from generator.certify.sign import load_signer
 from generator.certify.statement import sha256
-from generator.errors import shown
+from generator.errors import UsageError, shown
 from generator.files import read_bytes
 from generator.images.sif import file_sha256
 from generator.suite.report import parse
@@ -31,18 +31,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def certify(results: Path, target: str, key: Path, progress=print) -> list[str]:
-    """Sign the verdicts of `results` about `target` and publish them; returns where they went."""
+    """Sign the verdicts of `results` about `target` and publish them; returns where they went. The image is
+    resolved once: the statement and the referrer name the same digest, whatever the tag does meanwhile."""
     signer = load_signer(key)
     data = read_bytes(results, "results file (--benchmark-json)", max_bytes=MAX_RESULTS_FILE)
     rows = parse(data.decode("utf-8", errors="replace"), shown(results))
-    verdict.check_image(verdict.measured(rows), target, shown(results))
-    predicate = verdict.predicate(rows, results.name, sha256(data), certificate.now())
     if certificate.is_file_target(target):
-        digest = "sha256:" + file_sha256(Path(target))
+        digest, pinned = "sha256:" + file_sha256(Path(target)), target
     else:
+        r = referrers.parse(target)
         digest = referrers.resolve(target)[0]
+        pinned = f"{r.host}/{r.repo}@{digest}"
+    mine, others = verdict.about(rows, target, digest, shown(results))
+    if not mine:
+        seen = sorted({shown(str(r.extra.get("image")))[:120] for r in others})
+        if not seen:
+            verdict.predicate([], shown(results.name), "", "")          # the one message for "nothing measured"
+        raise UsageError(f"{shown(results)}: none of its {len(others)} comparisons measured {shown(target)} ({digest}); "
+                         f"they measured {', '.join(seen[:3])}: certify the image the suite ran (pytest suites/ --image REF)")
+    if others:
+        progress(f"{len(mine)} of {len(mine) + len(others)} comparisons measured {shown(target)}: only those are signed "
+                 "(the others measured other images)")
+    predicate = verdict.predicate(mine, results.name, sha256(data), certificate.now())
     st = certificate.verdict_statement(certificate.subjects_of(target, digest), predicate)
-    return certificate.publish(target, {"verdict": st}, signer, progress)
+    return certificate.publish(pinned, {"verdict": st}, signer, progress)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from generator.certify import certificate
 from generator.certify.sign import DEFAULT_KEY, load_public
-from generator.errors import UsageError
+from generator.errors import UsageError, shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,11 +29,12 @@ def run(args: argparse.Namespace) -> int:
     paths = args.key or [Path(DEFAULT_KEY + ".pub").expanduser()]
     if not args.key and not paths[0].exists():
         raise UsageError(f"no --key PUB given and no {DEFAULT_KEY}.pub: pass the signer's public key")
-    keys = [load_public(p) for p in paths]
+    keys = {shown(p): load_public(p) for p in paths}
     cert = certificate.verify(args.target, keys)
     if args.json:
         print(json.dumps({"target": cert.target, "digest": cert.digest, "found": cert.where,
-                          "statements": [st for _, st in cert.statements]}, indent=2, sort_keys=True))
+                          "notChecked": cert.others, "signedBy": [who for _, _, who in cert.statements],
+                          "statements": [st for _, st, _ in cert.statements]}, indent=2, sort_keys=True))
     else:
         print(certificate.table(cert), end="")
     return 0

@@ -493,6 +493,18 @@ class Images:
             pytest.fail(self.failed[key], pytrace=False)
         return self.built[key]
 
+    def digests(self, recipe) -> list[str]:
+        """The manifest digests podman knows for the image of `recipe` (its own, and each registry's it was pushed
+        to or pulled from): what a certificate's verdicts name as measured. Empty where podman has none."""
+        ref = self.ref(recipe)
+        if not shutil.which("podman"):
+            return []
+        import subprocess
+        done = subprocess.run(("podman", "image", "inspect", "--format", "{{.Digest}}{{range .RepoDigests}} {{.}}{{end}}",
+                               ref), capture_output=True, text=True)
+        words = done.stdout.split() if done.returncode == 0 else []
+        return sorted({w.rsplit("@", 1)[-1] for w in words if w.rsplit("@", 1)[-1].startswith("sha256:")})
+
     def for_runtime(self, recipe, runtime: str) -> str:
         from generator.errors import GenRecipeError
         from generator.images import convert

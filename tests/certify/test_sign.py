@@ -80,3 +80,9 @@ def test_key_files_that_are_not_ed25519_keys_get_one_line(tmp_path):
         sign.load_signer(bad)
     with pytest.raises(UsageError, match="not a PEM public key"):
         sign.load_public(bad)
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    bad.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    with pytest.raises(UsageError, match="an EC key, not an Ed25519 key"):
+        sign.load_signer(bad)

@@ -138,15 +138,24 @@ def record(**kw) -> Result:
 
 def test_the_verdict_predicate_has_each_comparison_of_the_image_and_both_fingerprints():
     control = record(runtime="bare-bare", extra={})
-    p = verdict.predicate([record(), record(extra={**record().extra, "compiled": True, "nodes": 2}), control],
-                          "results.json", "sha256:" + "d" * 64, "2026-11-27T11:00:00Z")
-    assert p["schemaVersion"] == 1 and len(p["verdicts"]) == 2          # the control is not about the image
+    image = "reg:5000/g/pytorch-local:0.1.0-0123456789ab"
+    mine, others = verdict.about([record(), record(extra={**record().extra, "compiled": True, "nodes": 2}), control],
+                                 image, DIGEST, "results.json")
+    assert len(mine) == 0 and len(others) == 2                  # the control is not about any image
+    with_digest = {**record().extra, "image_digests": ["sha256:" + "a" * 64, DIGEST]}
+    mine, others = verdict.about([record(extra=with_digest), record(extra={**with_digest, "compiled": True, "nodes": 2}),
+                                  record(extra={**record().extra, "image_digests": ["sha256:" + "c" * 64]}), control],
+                                 image, DIGEST, "results.json")
+    assert len(mine) == 2 and len(others) == 1
+    p = verdict.predicate(mine, "results.json", "sha256:" + "d" * 64, "2026-11-27T11:00:00Z")
+    assert p["schemaVersion"] == 1 and len(p["verdicts"]) == 2
     e = p["verdicts"][0]
     assert e["likeForLike"]["bare"] == e["likeForLike"]["container"] == verdict.fingerprint({"torch": "2.13.0"})
     assert {(v["execution"], v["nodes"]) for v in p["verdicts"]} == {("eager", 1), ("compiled", 2)}
     assert e["tolerance"] == {"reference": 1.0, "lower": -0.05, "upper": 0.1, "unit": "ratio", "allowed": [0.95, 1.1]}
+    assert DIGEST in e["measuredDigests"]
     with pytest.raises(UsageError, match="no comparison of an image"):
-        verdict.predicate([control], "results.json", "sha256:" + "d" * 64, "x")
+        verdict.predicate([], "results.json", "sha256:" + "d" * 64, "x")
 
 
 @pytest.mark.parametrize("extra, words", [
@@ -160,11 +169,17 @@ def test_a_foreign_record_is_one_line_naming_the_key(extra, words):
         verdict.predicate([record(extra=extra)], "results.json", "sha256:" + "d" * 64, "x")
 
 
-def test_a_certificate_for_another_build_of_the_image_is_refused():
-    rows = [record()]
-    verdict.check_image(rows, "reg:5000/g/pytorch-local:0.1.0-0123456789ab@sha256:" + "e" * 64, "r.json")
-    with pytest.raises(UsageError, match="not fedcba987654"):
-        verdict.check_image(rows, "reg:5000/g/pytorch-local:0.1.0-fedcba987654", "r.json")
+def test_which_comparisons_measured_the_image():
+    """By the digests the suite recorded; without them by the reference it ran (a digest in it, the same
+    reference, the same file name)."""
+    def about(image, **extra):
+        return verdict.is_about(record(extra={"image": image, **extra}), "reg:5000/g/x:1", DIGEST, "r.json")
+
+    assert about("anything", image_digests=[DIGEST]) and not about("reg:5000/g/x:1", image_digests=["sha256:" + "c" * 64])
+    assert about("reg:5000/g/x:1") and not about("reg:5000/g/x:2") and not about("reg:5000/g/x:0.1.0-aaaaaaaaaaaa")
+    assert about(f"docker://reg:5000/g/x@{DIGEST}") and not about(f"reg:5000/g/x@sha256:{'e' * 64}")
+    with pytest.raises(UsageError, match="extra.image_digests: expected a list"):
+        about("x", image_digests=["sha256:abc"])
 
 
 def test_subjects_and_statements():
@@ -172,3 +187,22 @@ def test_subjects_and_statements():
     assert digests(st) == {DIGEST} and json.loads(json.dumps(st)) == st
     with pytest.raises(ValueError):
         subject("reg/x", "sha256:abc")
+
+
+def test_a_git_checkout_is_a_component_without_an_archive_checksum():
+    built = sbom.built_from_source((GOLDEN / "ifca" / "pytorch.Dockerfile").read_text())
+    (knem,) = [b for b in built if b.name == "knem"]
+    assert (knem.version, knem.sha256, knem.url) == ("knem-1.1.4", None, "https://gitlab.inria.fr/knem/knem.git")
+    assert "a git ref, no archive checksum" in knem.note
+
+
+def test_purls_follow_the_purl_spec():
+    listing = sbom.parse("@@os\nID=rocky\nVERSION_ID=9.4\n@@rpm\nperl-libs\t4:5.32.1-481.el9\tx86_64\tperl-5.32.1-481.el9.src.rpm\n"
+                         '@@python\n[["zope.interface", "6.0", "/x"], ["Typing_Extensions", "4.12", "/x"]]\n')
+    doc = sbom.document("reg/x", DIGEST, listing, (), "2026-11-27T10:00:00Z")
+    purls = sorted(c["purl"] for c in doc["components"])
+    assert purls == ["pkg:pypi/typing-extensions@4.12", "pkg:pypi/zope.interface@6.0",
+                     "pkg:rpm/rocky/perl-libs@5.32.1-481.el9?arch=x86_64&distro=rocky-9.4&epoch=4"]
+    assert doc["dependencies"] == [{"ref": DIGEST, "dependsOn": sorted(c["bom-ref"] for c in doc["components"])}]
+    later = sbom.document("reg/x", DIGEST, listing, (), "2026-11-27T11:00:00Z")
+    assert later["serialNumber"] != doc["serialNumber"]

@@ -1,0 +1,148 @@
+"""The registry client against servers that misbehave: redirects elsewhere (no credentials follow), refused
+uploads (never taken for stored), a trickling answer (a deadline), a paged referrers list, a token service
+that is not https."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import threading
+import time
+
+import pytest
+
+from generator.certify import referrers
+from generator.certify.sign import Untrusted
+
+SEEN: dict[str, list] = {"auth_elsewhere": []}
+
+
+def serve(handler_cls):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler_cls)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+class Elsewhere(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        SEEN["auth_elsewhere"].append(self.headers.get("Authorization"))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+
+def registry_handler(elsewhere_port: int):
+    class Registry(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _send(self, code, body=b"", headers=()):
+            self.send_response(code)
+            for k, v in headers:
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def do_GET(self):
+            if self.headers.get("Authorization") is None:
+                return self._send(401, headers=[("WWW-Authenticate", 'Basic realm="test"')])
+            if "/blobs/" in self.path:
+                return self._send(307, headers=[("Location", f"http://127.0.0.1:{elsewhere_port}/presigned?x=1")])
+            if "/referrers/" in self.path:
+                page = 2 if "page=2" in self.path else 1
+                item = {"mediaType": referrers.MANIFEST, "digest": f"sha256:{str(page) * 64}", "size": 1,
+                        "artifactType": referrers.ENVELOPE_TYPE}
+                links = [("Link", f'<{self.path.split("?")[0]}?page=2>; rel="next"')] if page == 1 else []
+                return self._send(200, json.dumps({"schemaVersion": 2, "mediaType": referrers.INDEX,
+                                                   "manifests": [item]}).encode(),
+                                  [("Content-Type", referrers.INDEX), *links])
+            if "/slow/" in self.path:
+                self.send_response(200)
+                self.send_header("Content-Length", "100")
+                self.end_headers()
+                for _ in range(100):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+                return None
+            return self._send(404)
+
+        def do_PUT(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.headers.get("Authorization") is None:
+                return self._send(401, headers=[("WWW-Authenticate", 'Bearer realm="file:///etc/passwd"')]) \
+                    if "/token/" in self.path else self._send(401, headers=[("WWW-Authenticate", 'Basic realm="t"')])
+            return self._send(404, b'{"errors":[{"code":"NAME_UNKNOWN"}]}')
+
+    return Registry
+
+
+@pytest.fixture
+def servers(tmp_path):
+    other = serve(Elsewhere)
+    registry = serve(registry_handler(other.server_address[1]))
+    auth = tmp_path / "auth.json"
+    auth.write_text(json.dumps({"auths": {f"127.0.0.1:{registry.server_address[1]}": {
+        "auth": base64.b64encode(b"alice:hunter2").decode()}}}))
+    yield f"127.0.0.1:{registry.server_address[1]}", {"REGISTRY_AUTH_FILE": str(auth), "HOME": str(tmp_path)}
+    registry.shutdown()
+    other.shutdown()
+
+
+def test_a_redirect_to_another_host_carries_no_credentials(servers):
+    host, environ = servers
+    SEEN["auth_elsewhere"].clear()
+    client = referrers.Client(host, "r", environ)
+    assert client.blob("r", "sha256:" + "a" * 64, 100) == b"{}"
+    assert client.auth == "Basic " + base64.b64encode(b"alice:hunter2").decode()     # the registry got them
+    assert SEEN["auth_elsewhere"] == [None]                                           # the other host did not
+
+
+def test_a_refused_upload_is_an_error_not_a_stored_manifest(servers):
+    host, environ = servers
+    with pytest.raises(referrers.RegistryError, match="answered 404"):
+        referrers.Client(host, "r", environ).put_manifest("r", "sha256:" + "a" * 64, b"{}", referrers.MANIFEST)
+
+
+def test_a_token_service_that_is_not_https_is_refused(servers):
+    host, environ = servers
+    with pytest.raises(referrers.RegistryError, match="is not an https URL"):
+        referrers.Client(host, "token/r", environ).put_manifest("token/r", "x", b"{}", referrers.MANIFEST)
+
+
+def test_an_answer_that_trickles_meets_a_deadline(servers, monkeypatch):
+    host, environ = servers
+    monkeypatch.setattr(referrers, "DEADLINE", 1)
+    start = time.monotonic()
+    with pytest.raises(referrers.RegistryError, match="did not answer within 1 s"):
+        referrers.Client(host, "slow", environ).call("GET", "/v2/slow/x", "slow")
+    assert time.monotonic() - start < 5
+
+
+def test_every_page_of_the_referrers_api_is_read(servers):
+    host, environ = servers
+    found, where = referrers.listed(f"{host}/r:1", "sha256:" + "f" * 64, referrers.Client(host, "r", environ))
+    assert where == "referrers API" and [d["digest"] for d in found] == ["sha256:" + "1" * 64, "sha256:" + "2" * 64]
+
+
+def test_credentials_of_a_namespace_and_of_roots_podman_login(tmp_path):
+    auth = tmp_path / "auth.json"
+    auth.write_text(json.dumps({"auths": {"reg.example/team": {"auth": "dGVhbQ=="}, "reg.example": {"auth": "aG9zdA=="}}}))
+    environ = {"REGISTRY_AUTH_FILE": str(auth), "HOME": str(tmp_path)}
+    assert referrers.credentials("reg.example", "team/app", environ) == "dGVhbQ=="
+    assert referrers.credentials("reg.example", "other/app", environ) == "aG9zdA=="
+    assert any(str(p).startswith("/run/containers/") for p in referrers._auth_files({"HOME": str(tmp_path)}))
+
+
+def test_a_referrer_not_in_the_registry_is_untrusted(servers):
+    host, environ = servers
+    client = referrers.Client(host, "r", environ)
+    with pytest.raises(Untrusted, match="is listed but not in the registry"):
+        referrers.fetch(f"{host}/r:1", {"digest": "sha256:" + "1" * 64}, "sha256:" + "f" * 64, client)
