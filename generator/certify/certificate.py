@@ -9,6 +9,8 @@ registry as referrers or written beside an exported file, and verified.
 
 from __future__ import annotations
 
+import base64
+import copy
 import datetime
 import hashlib
 import json
@@ -17,6 +19,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from securesystemslib.dsse import Envelope
+from securesystemslib.exceptions import VerificationError
 
 from generator.certify import provenance, referrers, sbom
 from generator.certify.sign import Untrusted, canonical, read_envelope, sign, verify as verify_envelope
@@ -135,10 +140,11 @@ def _checked(where: str, envelope, keys: Mapping[str, object], digest: str) -> t
     """(kind, statement, signer's name) of an envelope signed by one of `keys` (name → key), None when none of
     them signed it; Untrusted when it is tampered, about another digest, or not a statement."""
     ids = {k.keyid: name for name, k in keys.items()}
-    mine = sorted(ids[i] for i in _keyids(envelope) if i in ids)
-    if not mine and isinstance(envelope, dict) and envelope.get("signatures"):
-        return None
+    if isinstance(envelope, dict) and isinstance(envelope.get("signatures"), list) and \
+            not any(i in ids for i in _keyids(envelope)):
+        return None                             # signed by no key given (or by none at all): not ours to check
     st = verify_envelope(envelope, list(keys.values()), where)
+    mine = sorted(name for name, key in keys.items() if signed_by(envelope, key))
     if digest not in digests(st):
         about = ", ".join(sorted(digests(st))) or "nothing"
         raise Untrusted(f"{where}: a statement about another digest ({about[:160]}), not {digest}")
@@ -148,6 +154,30 @@ def _checked(where: str, envelope, keys: Mapping[str, object], digest: str) -> t
     if not isinstance(st.get("predicate"), dict):
         raise Untrusted(f"{where}: the {kind} statement has no predicate")
     return kind, st, ", ".join(mine)
+
+
+def signed_by(envelope: dict, key) -> bool:
+    """Does a signature of `key` in `envelope` verify (not merely name its keyid)?"""
+    try:
+        Envelope.from_dict(copy.deepcopy(envelope)).verify([key], 1)      # from_dict takes the dict apart
+    except (VerificationError, KeyError, TypeError, ValueError, AttributeError):
+        return False
+    return True
+
+
+def stale_beside(path: Path, digest: str) -> list[Path]:
+    """The envelopes beside `path` whose statement is about another file than the one of `digest` (an earlier
+    export to the same path): read, not verified."""
+    out = []
+    for _, file in envelopes_beside(path):
+        try:
+            envelope = read_envelope(file)
+            about = digests(json.loads(base64.b64decode(envelope["payload"])))
+        except (Untrusted, KeyError, TypeError, ValueError, RecursionError, AttributeError):
+            continue
+        if about and digest not in about:
+            out.append(file)
+    return out
 
 
 def _certificate(target: str, digest: str, where: str, checked: list) -> Certificate:

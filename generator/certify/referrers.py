@@ -45,7 +45,8 @@ TIMEOUT = 60                    # seconds without a byte
 DEADLINE = 300                  # seconds for one whole request (a 16 MB envelope on a slow link)
 MAX_REFERRERS = 200             # envelopes one verify reads (each a few MB at most)
 MAX_PAGES = 20                  # pages of a referrers list
-_REF = re.compile(r"(?P<name>[a-z0-9]+(?:[._/-]+[a-z0-9]+)*)(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?")
+_COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"          # the distribution spec's path component
+_REF = re.compile(f"(?P<name>{_COMPONENT}(?:/{_COMPONENT})*)" + r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?")
 
 
 class RegistryError(GenRecipeError):
@@ -73,7 +74,9 @@ def parse(ref: str) -> Ref:
         raise UsageError(f"{shown(ref)}: no such file (an exported image is a file that exists; a registry image is "
                          "HOST[:PORT]/REPOSITORY[:TAG][@sha256:…])")
     host = registry_host(ref)
-    if host == "docker.io" or "/" not in ref or any(c in ref for c in " \t\n\r\\") or not _HOST.fullmatch(host):
+    port = host.rsplit(":", 1)[1] if ":" in host and not host.endswith("]") else "0"
+    if host == "docker.io" or "/" not in ref or any(c in ref for c in " \t\n\r\\") or not _HOST.fullmatch(host) \
+            or not port.isdigit() or int(port) > 65535:
         raise UsageError(f"image {shown(ref)}: give it as HOST[:PORT]/REPOSITORY[:TAG][@sha256:…] (a registry's image)")
     m = _REF.fullmatch(ref.split("/", 1)[1])
     if not m:
@@ -190,9 +193,11 @@ class Client:
         for attempt in (0, 1):
             req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
             if self.auth and here:
-                req.add_unredirected_header("Authorization", self.auth)
+                req.add_header("Authorization", self.auth)          # dropped on a redirect to another host
             try:
                 with self.opener.open(req, timeout=TIMEOUT) as resp:
+                    if resp.status not in ok:                # a 200 to an upload that answers 201 is not "stored"
+                        raise RegistryError(f"{what} answered {resp.status}, not {' or '.join(map(str, ok))}")
                     return resp.status, resp.headers, _read(resp, limit, time.monotonic() + DEADLINE, what)
             except urllib.error.HTTPError as exc:
                 if exc.code == 401 and attempt == 0:
@@ -305,11 +310,13 @@ def _fallback(client: Client, repo: str, digest: str) -> dict:
 
 
 def _next_page(headers, base: str) -> str | None:
-    """The `Link: <url>; rel="next"` of a paged referrers list (distribution spec), absolute."""
-    for link in (headers.get_all("Link") or []) if headers else []:
-        m = re.match(r'\s*<([^>]+)>\s*;\s*rel="?next"?', link)
-        if m:
-            return urllib.parse.urljoin(base + "/", m.group(1))
+    """The `Link: <url>; rel="next"` of a paged referrers list (distribution spec; RFC 8288: several links in one
+    header, parameters in any order), absolute."""
+    for header in (headers.get_all("Link") or []) if headers else []:
+        for url, params in re.findall(r'<([^>]*)>((?:\s*;\s*[^;,]+)*)', header):
+            rels = re.search(r'rel\s*=\s*"?([^";,]+)"?', params)
+            if rels and "next" in rels.group(1).split():
+                return urllib.parse.urljoin(base + "/", url)
     return None
 
 
@@ -335,6 +342,9 @@ def listed(ref: str, digest: str, client: Client | None = None) -> tuple[list[di
         url = _next_page(headers, client.base)
         if url is None or len(found) > MAX_REFERRERS:
             break
+    else:
+        raise Untrusted(f"{ref}: the referrers list has more than {MAX_PAGES} pages: refused (remove old certificates "
+                        "from the registry)")
     if where is None:
         found, where = _fallback(client, r.repo, digest)["manifests"], f"tag {fallback_tag(digest)}"
     found = [m for m in found if isinstance(m, dict) and m.get("artifactType") == ENVELOPE_TYPE]

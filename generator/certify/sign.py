@@ -3,6 +3,7 @@ format in-toto's tools read), the keys as PEM files (PKCS#8 private, SubjectPubl
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -29,7 +30,7 @@ class Untrusted(GenRecipeError):
 
 def keygen(private: Path) -> tuple[Path, Path]:
     """A new Ed25519 key pair: `private` (mode 600) and `private` + ".pub"; refuses to replace either."""
-    if not private.name or private.name in (".", "..") or private.is_dir():
+    if not private.name or private.name in (".", "..") or private.is_dir() or str(private).endswith("/"):
         raise UsageError(f"{shown(private)}: a folder, not a key file's name (e.g. {shown(private / 'site.key')})")
     public = private.with_name(private.name + ".pub")
     for path in (private, public):
@@ -104,7 +105,7 @@ def sign(statement: dict, signer: CryptoSigner) -> dict:
 def verify(envelope: dict, keys: list[SSlibKey], where: str = "envelope") -> dict:
     """The statement inside `envelope` when one of `keys` signed it; Untrusted names the reason otherwise."""
     try:
-        env = Envelope.from_dict(envelope)
+        env = Envelope.from_dict(copy.deepcopy(envelope))       # from_dict takes the dict apart
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise Untrusted(f"{where}: not a DSSE envelope ({exc.__class__.__name__}: {exc})") from None
     if env.payload_type != PAYLOAD_TYPE:

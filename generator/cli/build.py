@@ -164,6 +164,12 @@ def run(args: argparse.Namespace) -> int:
         if args.push or args.tag or args.target or args.out:
             raise UsageError("--export writes one file: leave out --push, --tag, --target and --out")
         done = export_image(site, args.recipe, args.export, builder=args.builder)
+        from generator.certify.certificate import stale_beside
+        stale = stale_beside(done.path, "sha256:" + done.sha256)
+        for old in stale:               # statements about the file this export replaced: no longer about FILE
+            old.unlink()
+        if stale:
+            stderr_progress(f"removed {len(stale)} statement(s) beside {shown(done.path.name)} about the file it replaced")
         sif = done.path.name.endswith(".sif")
         tool = (site.container.runtime if site.container.runtime in SIF_BUILDERS else "apptainer") if sif \
             else find_builder("docker", args.builder)

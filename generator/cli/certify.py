@@ -1,6 +1,6 @@
 """gen-recipe certify RESULTS --image IMAGE|FILE --key KEY: the suite's verdicts as a signed statement
 about the image they measured, attached to it in its registry (a referrer) or written beside the
-exported file (FILE.verdict.dsse.json).
+exported file (FILE.verdict.<12 hex>.dsse.json).
 
 RESULTS is pytest-benchmark's JSON of a suite run (`pytest suites/ --site=X --benchmark-enable
 --benchmark-json=RESULTS`); `pytest suites/ ... --certify KEY --image IMAGE` does the same at the end of the

@@ -10,16 +10,18 @@ import argparse
 from pathlib import Path
 
 from generator.certify.sign import DEFAULT_KEY, keygen
-from generator.errors import shown
+from generator.errors import UsageError, shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", nargs="?", type=Path, default=None,
+    parser.add_argument("path", nargs="?", default=None,
                         help=f"the private key's file (default: {DEFAULT_KEY}); the public key goes to PATH.pub")
 
 
 def run(args: argparse.Namespace) -> int:
-    path = args.path if args.path is not None else Path(DEFAULT_KEY).expanduser()
+    if args.path is not None and args.path.endswith("/"):       # Path() would drop the slash: a folder meant
+        raise UsageError(f"{shown(args.path)}: a folder, not a key file's name (e.g. {shown(args.path)}site.key)")
+    path = Path(args.path) if args.path is not None else Path(DEFAULT_KEY).expanduser()
     private, public = keygen(path)
     print(f"private key: {shown(private)} (mode 600: keep it; sign with --key {shown(private)})")
     print(f"public key:  {shown(public)} (give it to verifiers: gen-recipe verify IMAGE --key {shown(public)})")

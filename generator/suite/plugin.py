@@ -169,6 +169,12 @@ def options_from(config: pytest.Config) -> SuiteOptions:
                   "(the results it signs)")
         try:
             load_signer(Path(certify))
+            image = config.getoption("image")
+            if not Path(image).is_file():
+                from generator.certify.referrers import parse
+                if parse(image).host == "localhost":
+                    raise GenRecipeError(f"--image {image} names podman's own storage, not a registry: push it "
+                                         "(gen-recipe build --push --registry HOST/PATH) and measure the pushed reference")
         except GenRecipeError as exc:
             usage(f"--certify: {exc}")
     launch, sbatch_args = launch_mode(site, config.getoption("launch") or ("direct" if rehearse else None),

@@ -63,7 +63,6 @@ def _payload(env, change):
 @pytest.mark.parametrize("tamper, reason", [
     (lambda env: _payload(env, lambda st: st["predicate"]["components"].pop()), "tampered"),
     (lambda env: env["signatures"][0].update(sig=env["signatures"][0]["sig"][:-4] + "AAAA"), "tampered"),
-    (lambda env: env.update(signatures=[]), "no signature"),
     (lambda env: env.update(payloadType="text/plain"), "payload type"),
     (lambda env: env.pop("payload"), "not a DSSE envelope"),
 ])
@@ -139,6 +138,9 @@ def test_another_key_and_no_certificate(exported, tmp_path):
     (["verify", "x" * 70 + ".org/c/d", "--key", "KEY"], "give it as HOST[:PORT]/REPOSITORY"),
     (["keygen", ""], "a folder, not a key file's name"),
     (["keygen", "/"], "a folder, not a key file's name"),
+    (["keygen", "/tmp/no-such-folder-for-a-key/"], "a folder, not a key file's name"),
+    (["verify", "reg:5000/g/zzz/../x:1", "--key", "KEY"], "not a valid repository reference"),
+    (["verify", "reg:99999/g/x:1", "--key", "KEY"], "give it as HOST[:PORT]/REPOSITORY"),
     (["keygen", "PRIVATE"], "exists: keygen never replaces a key"),
     (["build", "--site", "local", "--key", "PRIVATE"], "add --push"),
 ])
@@ -190,3 +192,26 @@ def test_an_envelope_nested_too_deeply_is_one_line(exported):
     image.with_name(image.name + ".sbom.dsse.json").write_text("[" * 100000 + "]" * 100000)
     r = gen_recipe("verify", str(image), "--key", str(public))
     assert r.returncode == 1 and "not JSON" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_only_keys_whose_signature_verifies_are_named_and_an_unsigned_statement_is_left_out(exported, tmp_path):
+    image, private, public = exported
+    _, other = sign.keygen(tmp_path / "other.key")
+    other_id = sign.load_public(other).keyid
+    _edit(image.with_name(image.name + ".sbom.dsse.json"),
+          lambda env: env["signatures"].append({"keyid": other_id, "sig": base64.b64encode(b"\0" * 64).decode()}))
+    _edit(image.with_name(image.name + ".provenance.dsse.json"), lambda env: env.update(signatures=[]))
+    r = gen_recipe("verify", str(image), "--key", str(public), "--key", str(other), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["signedBy"] == [str(public)] and out["notChecked"] == 1
+
+
+def test_a_new_export_to_the_same_path_leaves_no_statement_about_the_old_file(exported):
+    image, _, _ = exported
+    digest = "sha256:" + hashlib.sha256(image.read_bytes()).hexdigest()
+    assert certificate.stale_beside(image, digest) == []
+    image.write_bytes(b"the next export")
+    new = "sha256:" + hashlib.sha256(image.read_bytes()).hexdigest()
+    assert sorted(p.name for p in certificate.stale_beside(image, new)) == [
+        "pytorch-local.tar.gz.provenance.dsse.json", "pytorch-local.tar.gz.sbom.dsse.json"]

@@ -55,11 +55,18 @@ def registry_handler(elsewhere_port: int):
                 return self._send(401, headers=[("WWW-Authenticate", 'Basic realm="test"')])
             if "/blobs/" in self.path:
                 return self._send(307, headers=[("Location", f"http://127.0.0.1:{elsewhere_port}/presigned?x=1")])
+            if "/referrers/" in self.path and "/many/" in self.path:
+                item = {"mediaType": referrers.MANIFEST, "digest": "sha256:" + "3" * 64, "size": 1,
+                        "artifactType": referrers.ENVELOPE_TYPE}
+                return self._send(200, json.dumps({"schemaVersion": 2, "mediaType": referrers.INDEX,
+                                                   "manifests": [item]}).encode(),
+                                  [("Content-Type", referrers.INDEX), ("Link", f'<{self.path}>; rel="next"')])
             if "/referrers/" in self.path:
                 page = 2 if "page=2" in self.path else 1
                 item = {"mediaType": referrers.MANIFEST, "digest": f"sha256:{str(page) * 64}", "size": 1,
                         "artifactType": referrers.ENVELOPE_TYPE}
-                links = [("Link", f'<{self.path.split("?")[0]}?page=2>; rel="next"')] if page == 1 else []
+                links = [("Link", f'<{self.path.split("?")[0]}?page=0>; rel="prev", '
+                                   f'<{self.path.split("?")[0]}?page=2>; type="x"; rel="next"')] if page == 1 else []
                 return self._send(200, json.dumps({"schemaVersion": 2, "mediaType": referrers.INDEX,
                                                    "manifests": [item]}).encode(),
                                   [("Content-Type", referrers.INDEX), *links])
@@ -76,6 +83,8 @@ def registry_handler(elsewhere_port: int):
 
         def do_PUT(self):
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if "/ok200/" in self.path:
+                return self._send(200)
             if self.headers.get("Authorization") is None:
                 return self._send(401, headers=[("WWW-Authenticate", 'Bearer realm="file:///etc/passwd"')]) \
                     if "/token/" in self.path else self._send(401, headers=[("WWW-Authenticate", 'Basic realm="t"')])
@@ -146,3 +155,17 @@ def test_a_referrer_not_in_the_registry_is_untrusted(servers):
     client = referrers.Client(host, "r", environ)
     with pytest.raises(Untrusted, match="is listed but not in the registry"):
         referrers.fetch(f"{host}/r:1", {"digest": "sha256:" + "1" * 64}, "sha256:" + "f" * 64, client)
+
+
+def test_a_referrers_list_of_endless_pages_is_refused(servers):
+    host, environ = servers
+    with pytest.raises(Untrusted, match="more than 20 pages"):
+        referrers.listed(f"{host}/many:1", "sha256:" + "f" * 64, referrers.Client(host, "many", environ))
+
+
+def test_an_upload_answered_with_another_success_than_the_specs_is_not_taken_for_stored(servers):
+    host, environ = servers
+    client = referrers.Client(host, "ok200", environ)
+    client.auth = "Basic " + base64.b64encode(b"alice:hunter2").decode()
+    with pytest.raises(referrers.RegistryError, match="answered 200, not 201"):
+        client.put_manifest("ok200", "sha256:" + "a" * 64, b"{}", referrers.MANIFEST)

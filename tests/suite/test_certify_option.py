@@ -23,6 +23,9 @@ def test_certify_needs_the_image_and_the_results_file(tmp_path):
     assert r.returncode == 4 and "--certify KEY: also give --image REF" in r.stderr, r.stderr[-2000:]
     r = suite("--certify", str(tmp_path / "missing.key"), "--image", "x", f"--benchmark-json={tmp_path / 'r.json'}")
     assert r.returncode == 4 and "--certify: " in r.stderr and "missing.key" in r.stderr, r.stderr[-2000:]
+    r = suite("--certify", str(private), "--image", "localhost/gen-recipe/pytorch-local:1",
+              f"--benchmark-json={tmp_path / 'r.json'}")
+    assert r.returncode == 4 and "names podman's own storage, not a registry" in r.stderr, r.stderr[-2000:]
 
 
 def test_a_run_that_measured_nothing_is_not_certified(tmp_path):
