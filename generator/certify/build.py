@@ -36,7 +36,7 @@ def statements(site: Site, recipe: str | catalog.Recipe, *, fmt: str, builder: s
     created = created_at(builder, run_ref)
     reused = created is not None and created < _seconds(started) - 5
     if reused:
-        finished = datetime.datetime.fromtimestamp(created, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+        finished = certificate.utc(datetime.datetime.fromtimestamp(created, datetime.timezone.utc))
     inputs = provenance.BuildInputs(
         site=site.name, site_file=Path(site.path) if site.path else Path("/nonexistent"), recipe=r.name,
         recipe_file=recipe_file(r), fmt=fmt, text=text, builder=tool, builder_version=certificate.tool_version(tool),

@@ -35,8 +35,13 @@ MPI_WORDS = ("mpi", "mpich", "fabric", "ucx", "psm2", "opx", "cxi", "ofi", "nccl
 KEY_PYTHON = ("torch", "mpi4py", "numpy", "transformers", "triton")
 
 
+def utc(when: datetime.datetime) -> str:
+    """ISO 8601 in UTC, to the second, with Z (as the statements write times)."""
+    return when.astimezone(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
 def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return utc(datetime.datetime.now(datetime.timezone.utc))
 
 
 def is_file_target(target: str) -> bool:

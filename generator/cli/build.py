@@ -121,14 +121,13 @@ def _context(site, args: argparse.Namespace) -> int:
     return 0
 
 
-def _certify(site, args: argparse.Namespace, target: str, digest: str, run_ref: str, builder: str, started: str,
-             fmt: str = "docker") -> None:
+def _certify(site, args: argparse.Namespace, signer, target: str, digest: str, run_ref: str, builder: str,
+             started: str, fmt: str = "docker") -> None:
     """--key / --statements: the SBOM and provenance of the image just built, signed and published."""
     from generator.certify import build as cert_build, certificate
 
     if not args.key and not args.statements:
         return
-    signer = sign.load_signer(args.key) if args.key else None
     stderr_progress(f"reading the packages of {run_ref} for its SBOM")
     made = cert_build.statements(site, args.recipe, fmt=fmt, builder=builder, run_ref=run_ref, image=target,
                                  digest=digest, subjects=certificate.subjects_of(target, digest), started=started,
@@ -149,8 +148,7 @@ def run(args: argparse.Namespace) -> int:
         if args.format == "apptainer" and not args.export:
             raise UsageError("--key and --statements attach to OCI images (--format docker --push) or to an "
                              "--export file")
-        if args.key:
-            sign.load_signer(args.key)          # a bad key is refused before the build
+    signer = sign.load_signer(args.key) if args.key else None     # a bad key is refused before the build
     from generator.certify.certificate import now
     started = now()
     push = (args.registry or True) if args.push else None
@@ -173,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         sif = done.path.name.endswith(".sif")
         tool = (site.container.runtime if site.container.runtime in SIF_BUILDERS else "apptainer") if sif \
             else find_builder("docker", args.builder)
-        _certify(site, args, str(done.path), "sha256:" + done.sha256,
+        _certify(site, args, signer, str(done.path), "sha256:" + done.sha256,
                  str(done.path) if sif else default_ref(site, args.recipe), tool, started,
                  "apptainer" if sif else "docker")
         print(f"exported: {shown(done.path)} ({_size(done.size_bytes)}), sha256 {done.sha256} in {shown(done.path.name)}.sha256; "
@@ -205,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     pushed = ", pushed and verified" if args.push else ""
     print(f"{verb}{pushed}: {result.ref} {result.digest} {_size(result.size_bytes)} in {result.seconds:.1f} s")
     if args.format == "docker" and args.push:
-        _certify(site, args, f"{result.ref}@{result.digest}", result.digest,
+        _certify(site, args, signer, f"{result.ref}@{result.digest}", result.digest,
                  args.tag or default_ref(site, args.recipe, target=args.target), find_builder("docker", args.builder),
                  started)
     if args.runtime:

@@ -18,9 +18,8 @@ from generator.certify.statement import sha256
 from generator.errors import UsageError, shown
 from generator.files import read_bytes
 from generator.images.sif import file_sha256
-from generator.suite.report import parse
+from generator.suite.report import MAX_RESULTS_FILE, parse
 
-MAX_RESULTS_FILE = 64 << 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from generator.errors import GenRecipeError, UsageError, shown
 from generator.files import read_text, write_set
-from generator.suite.report import cell, compiled_markdown, headlines, markdown, parse, plots
+from generator.suite.report import MAX_RESULTS_FILE, cell, compiled_markdown, headlines, markdown, parse, plots
 
-MAX_RESULTS_FILE = 64 << 20      # a suite run's JSON holds every chunk of every pair: larger than a site file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

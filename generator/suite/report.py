@@ -21,6 +21,8 @@ from generator.model.schema import MAX_INT, Loader, describe as described
 from generator.suite.result import KEY, Result
 from generator.suite.stats import describe
 
+MAX_RESULTS_FILE = 64 << 20      # a suite run's JSON holds every chunk of every pair: larger than a site file
+
 MAX_RESULTS = 256           # comparisons in one report (its plots have one panel each)
 MAX_SERIES = 100_000        # per-pair values of one side
 MAX_VALUE = 1e15            # any number the report reads (finite, of at most this size)
