@@ -29,7 +29,8 @@ from generator.recipe import payload
 from generator.suite import result
 from generator.suite import harness
 from generator.suite.plugin import SUITE, Note, mode_of, need_runtime, runtimes_under_test, size, tolerance
-from generator.suite.mpi import ARGS as MPI_ARGS, Paired, measure_and_judge, run_mpi, transport_problem
+from generator.suite.mpi import (ARGS as MPI_ARGS, Paired, library_problem, measure_and_judge, run_mpi,
+                                 transport_problem)
 from workloads.registry import DDP
 
 pytestmark = pytest.mark.whole_machine      # jobs and job steps on both nodes: not beside another measurement
@@ -202,6 +203,10 @@ def test_script_through_sbatch(suite, site, slurm, scripts, script_case):
     if workload == "mpi":
         assert len(record["evidence"]["per_rank"]) == ranks
         assert nodes == 1 or record["transport"] == record["network"], record["transport"]    # between the nodes
+        assert len({r.get("node") for r in record["evidence"]["per_rank"]}) == nodes, record["evidence"]["per_rank"]
+        if side != "bare":      # every rank, on every node, loaded the MPI the mode means (bind: the host's)
+            mode = side.partition(":")[2] or mode_of(suite, side)
+            assert library_problem(site, mode, record) is None, f"{path.name}: {library_problem(site, mode, record)}"
     else:
         assert record["value"] > 0
         assert nodes == 1 or (record["mode"], record["backend"]) == ("ddp", "gloo" if site.gpu.stack == "none" else "nccl")
@@ -306,6 +311,7 @@ class Steps(Paired):
         self.bare_argv, self.cont_argv = ["bash", str(bare)], ["bash", str(cont)]
         self.bare_env = scripts.env("bare", allocation.env)
         self.cont_env = scripts.env(runtime, allocation.env, inject)
+        self.site, self.mode = scripts.suite.site, mode_of(scripts.suite, runtime)
 
 
 def test_mpi_across_nodes(benchmark, suite, site, scripts, allocation, verdicts, mpi_runtime):

@@ -94,6 +94,30 @@ def tcp_peer_connections():
     return count
 
 
+# The MPI library itself: libmpi (Open MPI, MPICH-ABI), libmpich, libmpi_abi (MPI 5.0 standard ABI), Cray MPICH's
+# compiler-named ones (libmpi_gnu_123, libmpi_cray, ...); not the language bindings (libmpifort, libmpi_cxx)
+MPI_LIBRARY = re.compile(r"/lib(?:mpi|mpich|mpi_abi|mpi_intel|mpi_(?:gnu|cray|intel|amd|aocc|nvidia)[a-z0-9_]*)"
+                         r"\.so(?:\.[0-9.]+)?$")
+
+
+def mpi_library_paths(files):
+    """The MPI libraries mapped into this process, as full paths (what /proc/self/maps names: the file itself,
+    symlinks resolved), e.g. the host's /opt/cray/pe/mpich/8.1.31/ofi/gnu/9.1/lib/libmpi.so.12.0.0 in bind mode."""
+    return sorted(f for f in files if MPI_LIBRARY.search(f))
+
+
+def pmi_in_use(env):
+    """How the launcher talks to this rank: PMIx (PMIX_RANK), PMI-1/PMI-2 over a socket the launcher handed
+    over (PMI_FD: Hydra, srun --mpi=pmi2) or one it listens on (PMI_PORT: Hydra -pmi-port), else none seen."""
+    if env.get("PMIX_RANK"):
+        return "pmix"
+    if env.get("PMI_FD"):
+        return "pmi-fd"
+    if env.get("PMI_PORT"):
+        return "pmi-port"
+    return "none"
+
+
 def local_evidence(environ=None):
     env = os.environ if environ is None else environ
     files = mapped_files()
@@ -103,7 +127,10 @@ def local_evidence(environ=None):
     shm = sorted({m.group(0) for f in files for m in [SHM_PATTERN.search(f)] if m})
     return {
         "host": socket.gethostname(),
-        "libraries": libs,
+        "node": env.get("SLURMD_NODENAME") or socket.gethostname(),   # the scheduler's node (the test cluster's
+        "libraries": libs,                                             # two nodes are one host)
+        "mpi_library_paths": mpi_library_paths(files),
+        "pmi": pmi_in_use(env),
         "mca_components": mca,
         "fabric_provider_libs": providers,
         "shm_segments": len(shm),
@@ -119,13 +146,18 @@ def ofi_provider(ev):
     for var in ("FI_PROVIDER", "I_MPI_OFI_PROVIDER", "MPIR_CVAR_OFI_USE_PROVIDER"):
         if env.get(var):
             return env[var].split(",")[0].split(";")[0].lstrip("^") or "unknown", var
-    libs = " ".join(ev["libraries"])
     for lib, prov in (("libcxi", "cxi"), ("libpsm2", "psm2"), ("libpsm3", "psm3"),
                       ("libefa", "efa"), ("libibverbs", "verbs")):
-        if lib in libs:
+        if any(name.startswith(lib + ".so") for name in ev["libraries"]):   # the device's library, not a plugin
             return prov, f"{lib} loaded"
-    if ev["fabric_provider_libs"]:
+    if len(ev["fabric_provider_libs"]) == 1:
         return ev["fabric_provider_libs"][0], "provider plugin loaded"
+    if ev["fabric_provider_libs"]:      # libfabric opens every plugin it finds: being loaded says nothing
+        if ev["tcp_peer_connections"]:
+            return "tcp", f"{ev['tcp_peer_connections']} TCP connection(s) to peers"
+        return "unknown", f"{len(ev['fabric_provider_libs'])} provider plugins loaded, none named"
+    if ev["tcp_peer_connections"]:
+        return "tcp", f"{ev['tcp_peer_connections']} TCP connection(s) to peers"
     return "unknown", "no provider evidence"
 
 
@@ -161,19 +193,24 @@ def classify(library_version, ev, same_node, world_size):
             return "tcp", net, f"pml_ob1, {ev['tcp_peer_connections']} TCP connection(s) to peers"
         return net or "unknown", net, "pml_ob1, no shm segment or TCP connection seen"
     # MPICH family (MPICH, Cray MPICH, Intel MPI, MVAPICH) and others
-    if "libfabric" in libs:
+    netmod = env.get("MPIR_CVAR_CH4_NETMOD", "").lower()
+    no_local = env.get("MPIR_CVAR_NOLOCAL") == "1" or env.get("I_MPI_SHM", "").lower() in ("off", "0", "no") \
+        or ("I_MPI_FABRICS" in env and "shm" not in env["I_MPI_FABRICS"])
+    if no_local and tcp_used:
+        net, why = "tcp", f"{ev['tcp_peer_connections']} TCP connection(s) to peers, shared memory off"
+    elif "libucp" in libs and "libfabric" in libs and not netmod:     # MPICH built with both: which one carries
+        net, why = "ucx|ofi", "libucp and libfabric loaded, MPIR_CVAR_CH4_NETMOD unset"   # it is MPICH's choice
+    elif "libucp" in libs and (netmod == "ucx" or "libfabric" not in libs):
+        net, why = "ucx", "libucp loaded" + (", MPIR_CVAR_CH4_NETMOD=ucx" if netmod else "")
+    elif "libfabric" in libs:
         prov, src = ofi_provider(ev)
         net, why = f"ofi:{prov}", f"libfabric loaded, provider from {src}"
-    elif "libucp" in libs:
-        net, why = "ucx", "libucp loaded"
     elif "libpsm2" in libs:
         net, why = "psm2", "libpsm2 loaded"
     elif tcp_used:
         net, why = "tcp", "TCP connections to peers"
     else:
         net, why = None, "no network library loaded"
-    no_local = env.get("MPIR_CVAR_NOLOCAL") == "1" or env.get("I_MPI_SHM", "").lower() in ("off", "0", "no") \
-        or ("I_MPI_FABRICS" in env and "shm" not in env["I_MPI_FABRICS"])
     if world_size == 1:
         return "self", net, why
     if same_node and not no_local:
@@ -247,7 +284,12 @@ def run(argv):
     comm = MPI.COMM_WORLD
     rank, world = comm.Get_rank(), comm.Get_size()
     hosts = comm.allgather(socket.gethostname())
-    same_node = world > 1 and hosts[0] == hosts[1]
+    # ranks 0 and 1 on one node as the MPI sees it (its shared-memory group: the launcher's node layout), not
+    # by host name: the test cluster's two nodes are one machine, and srun tells the MPI they are two
+    shared = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    group = comm.allgather(min(shared.allgather(rank)))
+    shared.Free()
+    same_node = world > 1 and group[0] == group[1]
     startup = None
     latency, bandwidth, allred = None, None, {}
     t_start = time.perf_counter()
@@ -273,8 +315,9 @@ def run(argv):
     merged["mca_components"] = sorted({c for e in evidence for c in e["mca_components"]})
     merged["shm_segments"] = evidence[0]["shm_segments"]
     merged["tcp_peer_connections"] = evidence[0]["tcp_peer_connections"]
-    merged["per_rank"] = [{"host": e["host"], "shm_segments": e["shm_segments"],
-                           "tcp_peer_connections": e["tcp_peer_connections"]} for e in evidence]
+    merged["per_rank"] = [{"host": e["host"], "node": e["node"], "shm_segments": e["shm_segments"],
+                           "tcp_peer_connections": e["tcp_peer_connections"],
+                           "mpi_library_paths": e["mpi_library_paths"], "pmi": e["pmi"]} for e in evidence]
     library = MPI.Get_library_version().strip().strip("\0").strip()
     transport, network, reason = classify(library, merged, same_node, world)
     merged["reason"] = reason
@@ -292,7 +335,9 @@ def run(argv):
     record.update({
         "unit": "us", "higher_is_better": False, "startup_s": startup,
         "wall_s": time.time() - common.PROCESS_START, "measured_s": measured,
-        "library_version": library, "mpi_vendor": f"{vendor[0]} {'.'.join(map(str, vendor[1]))}",
+        "library_version": library,
+        "mpi_library_paths": sorted({p for e in evidence for p in e["mpi_library_paths"]}),
+        "pmi": sorted({e["pmi"] for e in evidence}), "mpi_vendor": f"{vendor[0]} {'.'.join(map(str, vendor[1]))}",
         "mpi4py": __import__("mpi4py").__version__,
         "transport": transport, "network": network, "evidence": merged,
         "sizes": sizes, "iters": args.steps, "hosts": sorted(set(hosts)),

@@ -203,16 +203,17 @@ def singularity(site: Site, image: str, command: Sequence[str], opts: Options) -
 
 def charliecloud(site: Site, image: str, command: Sequence[str], opts: Options) -> Command:
     """`ch-run`: the image's own environment (/ch/environment) via a bare --set-env, then ours;
-    `--join` puts the ranks of a node in one namespace so that Open MPI's shared-memory
-    single-copy works (docs/runtimes.md §7). ch-run binds the host /dev itself. Bind destinations
-    must exist in the image (images are mounted read-only)."""
+    `--join` puts the ranks of a node in one namespace so that the MPI's shared-memory single-copy
+    works (docs/runtimes.md §7), in bind mode too: the host's MPICH reads its peers' memory with
+    process_vm_readv, refused across user namespaces (docs/bind.md). ch-run binds the host /dev
+    itself. Bind destinations must exist in the image (images are mounted read-only)."""
     binds = (*site_binds(site, opts), *libraries(site, opts), *opts.binds)
     argv = ["ch-run"]
     for b in binds:
         argv += ["-b", b]
     argv.append("--set-env")
     argv += [f"--set-env={k}={v}" for k, v in container_env(site, opts).items()]
-    if opts.mpi and opts.mode == "hybrid":      # --join-ct: ch-run cannot guess it under Intel MPI's Hydra
+    if opts.mpi:        # --join-ct: ch-run cannot guess it under Hydra (MPICH's and Intel MPI's mpiexec)
         argv += ["--join", *([f"--join-ct={opts.ranks_per_node}"] if opts.ranks_per_node else [])]
     return Command((*argv, image, "--", *command), setup=_gpu_setup("charliecloud", site, opts, image))
 
@@ -391,6 +392,9 @@ class Platform:
     local_env: Callable[..., Mapping[str, str]] = lambda image_dir=LOCAL_IMAGE_DIR: {}  # environment the locally
                                                       # made images (under image_dir) need
     shares_tmp: bool = False                          # the host's /tmp is the container's by default
+    inherits_fds: bool = True                         # a rank in it keeps the launcher's open files (Hydra's PMI_FD)
+    makes_mount_points: bool = True                   # a bind's destination missing in the image is made at run time
+                                                      # (False: the image is mounted read-only, the image must hold it)
 
     @property
     def built_here(self) -> bool:
@@ -416,7 +420,8 @@ PLATFORMS: Mapping[str, Platform] = {p.name: p for p in (
              pull="ch-image pull {ref} && ch-convert -i ch-image {ref} {image}",
              probe=VersionProbe(key="ch-run --version", version=_BARE_VERSION, preference=6),
              gpu_setup={"nvidia": lambda image: ("ch-fromhost", "--nvidia", image)}, local_image="directory",
-             shares_tmp=True),                   # ch-run shares the host's /tmp unless --private-tmp
+             shares_tmp=True,                    # ch-run shares the host's /tmp unless --private-tmp
+             makes_mount_points=False),          # ch-run -b: "images are read-only by default", DST must exist
     Platform(name="udocker", binary="udocker", build=udocker, image="container",
              pull="udocker pull {ref} && udocker create --name={image} {ref}",
              probe=VersionProbe(key="udocker --version", argv=("udocker", "--allow-root", "--version"),
@@ -425,7 +430,7 @@ PLATFORMS: Mapping[str, Platform] = {p.name: p for p in (
              local_image="container", local_env=udocker_env),
     Platform(name="podman-hpc", binary="podman-hpc", build=podman_hpc, image="oci",
              pull="podman-hpc pull {ref}",
-             probe=VersionProbe(key="podman-hpc --version", parser="podman_hpc_version", preference=5),
+             inherits_fds=False, probe=VersionProbe(key="podman-hpc --version", parser="podman_hpc_version", preference=5),
              gpu_flags={"amd": ("--device=/dev/kfd", "--device=/dev/dri"), "nvidia": ("--gpu",)},
              device_flag="--device", interactive_flag="--interactive"),
     Platform(name="sarus", binary="sarus", build=sarus, image="oci", pull="sarus pull {ref}",
@@ -437,13 +442,13 @@ PLATFORMS: Mapping[str, Platform] = {p.name: p for p in (
              probe=VersionProbe(key="enroot version", version=_BARE_VERSION, clue="enroot", preference=3)),
     # found by its client with a daemon socket: generator.detect.facts combines the two
     Platform(name="docker", binary="docker", build=docker, image="oci", pull="docker pull {ref}",
-             probe=VersionProbe(key="docker --version", parser="docker_version", clue="docker_client", preference=9),
+             inherits_fds=False, probe=VersionProbe(key="docker --version", parser="docker_version", clue="docker_client", preference=9),
              gpu_flags={"amd": ("--device=/dev/kfd", "--device=/dev/dri", "--group-add=video"),
                         "nvidia": ("--gpus=all",)},
              device_flag="--device", interactive_flag="--interactive"),
     Platform(name="podman", binary="podman", build=oci, image="oci",
              pull="podman pull {ref}",
-             probe=VersionProbe(key="podman --version", version=r"podman version (\S+)", preference=8),
+             inherits_fds=False, probe=VersionProbe(key="podman --version", version=r"podman version (\S+)", preference=8),
              gpu_flags={"amd": ("--device=/dev/kfd", "--device=/dev/dri", "--group-add=keep-groups"),
                         "nvidia": ("--device=nvidia.com/gpu=all",)},          # CDI (nvidia-ctk cdi generate)
              device_flag="--device", interactive_flag="--interactive", local_image="oci"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import sys
 import typing
@@ -196,6 +197,10 @@ class Mpi(Facts):
     gpu_aware: bool = fact(True, False)
     pmi: Pmi = fact("pmi2", "none", "PMI the launcher speaks to the MPI (srun --mpi=...)")
     modules: tuple[str, ...] = fact(("cray-mpich-abi/8.1.31",), (), "modules that provide the host MPI", kind="module")
+    setup: Literal["modules", "prefix"] = fact("prefix", "modules", "how the host MPI gets on the paths: its modules "
+                                              "(or the site's default environment), or from install_path where nothing "
+                                              "sets it up (launch scripts and the suite put its bin first on PATH and its "
+                                              "lib on LD_LIBRARY_PATH)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -507,6 +512,7 @@ def _check(site: Site, fail) -> None:
         if value is not None and len(value.parts) < least:
             fail(key, f"'{value}' names no release", f"write all {least} components, e.g. "
                  + ".".join(["1"] * least))
+    _check_bind_mode(site, fail)
     abi = ABI_OF_FLAVOUR[site.mpi.flavour]
     if site.mpi.abi is not None and site.mpi.abi != abi:
         fail("mpi.abi", f"{site.mpi.flavour} has the {abi} ABI, not {site.mpi.abi}", f'write abi = "{abi}" or leave it out')
@@ -587,6 +593,35 @@ def gtl_preloaded(env: Mapping[str, str], stack: str) -> bool:
     gtl = GTL_LIBRARY.get(stack, "libmpi_gtl_")
     return any(re.fullmatch(re.escape(gtl) + r"[a-z]*\.so(?:\.\d+)*", part.rsplit("/", 1)[-1])
                for part in re.split(r"[:\s]+", env.get("LD_PRELOAD", "")))
+
+
+# Destinations a bind must not cover: the image's own system folders, and /tmp (ch-run mounts the host's there).
+SYSTEM_DESTINATIONS = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev", "/tmp", "/var",
+                       "/opt", "/run", "/home", "/root")
+
+
+def _check_bind_mode(site: Site, fail) -> None:
+    """Bind mode's folders: each destination absolute, normalised, not a system folder nor inside /tmp, /proc,
+    /sys or /dev; a host MPI set up from its prefix (mpi.setup = "prefix") lives in an absolute folder of its own."""
+    for i, spec in enumerate(site.container.bind.paths):
+        if spec.count(":") > 1:
+            fail(f"container.bind.paths[{i}]", f"'{spec[:80]}' has more than SRC:DST",
+                 "write SRC or SRC:DST (mount options are the runtime's)")
+            continue
+        src, _, dst = spec.partition(":")
+        dst = dst or src
+        inside = any(dst == d or dst.startswith(d + "/") for d in ("/proc", "/sys", "/dev", "/tmp"))
+        if not (src.startswith("/") and dst.startswith("/")) or os.path.normpath(dst) != dst or "$" in dst \
+                or dst in SYSTEM_DESTINATIONS or inside:
+            fail(f"container.bind.paths[{i}]", f"'{spec[:80]}': the destination must be an absolute, normalised folder "
+                 "of its own (not /, a system folder, nor inside /tmp, /proc, /sys or /dev)",
+                 'write e.g. "/opt/cray" or "/opt/host-mpi:/opt/host-mpi"')
+    if site.mpi.setup == "prefix":
+        path = site.mpi.install_path
+        if not path.startswith("/") or ":" in path or os.path.normpath(path) != path or path.rstrip("/") in \
+                ("", "/", "/usr", "/usr/local") or site.mpi.flavour == "none":
+            fail("mpi.setup", f'"prefix" needs mpi.install_path to be an absolute folder of the MPI\'s own, not '
+                 f"'{path[:80]}'", 'write install_path = "/opt/mpich/5.0.2", or setup = "modules"')
 
 
 def _check_gpu_mpi(site: Site, fail) -> None:

@@ -24,6 +24,13 @@ CONTAINER_FLAVOUR = {"cray-mpich": "mpich", "mpich": "mpich", "intel-mpi": "inte
 # Fabric provider → libfabric providers to build (the fabric provider registry's entries).
 LIBFABRIC_PROVIDERS = {p.name: p.libfabric for p in FABRIC_PROVIDERS.values()}
 NET_PLUGIN = {"rocm": "aws-ofi-rccl", "cuda": "aws-ofi-nccl"}
+MPI_LABEL = {"mpich": "MPICH", "intel-mpi": "Intel MPI", "openmpi": "Open MPI", "cray-mpich": "Cray MPICH"}
+# The distribution packages of each MPI flavour (blocks.mpi.DISTRO_MPI), whose pins must agree with mpi_version.
+DISTRO_MPI_PACKAGES = {"openmpi": ("libopenmpi-dev", "openmpi-bin", "libopenmpi3"),
+                       "mpich": ("libmpich-dev", "mpich", "libmpich12")}
+# The MPI that Debian's and Ubuntu's python3-mpi4py is built for (their default MPI on x86-64): with another
+# distribution MPI, mpi4py comes from its wheel, which loads the MPI library at run time (mpi4py >= 4.0).
+DISTRO_DEFAULT_MPI = "openmpi"
 # Where each GPU stack lives in its base images (what CUDA-aware builds and the plugin build against).
 GPU_HOME = {"rocm": "/opt/rocm", "cuda": "/usr/local/cuda"}
 
@@ -63,7 +70,7 @@ class Plan:
     gpu_home: str          # the GPU stack's prefix in the base image ("" for CPU images)
     cuda_home: str         # gpu_home when the stack is CUDA: Open MPI, UCX and GDRCopy are built CUDA-aware
     pmix: str              # Open MPI's PMIx: "internal" when the launcher speaks PMIx, else ""
-    mpi4py: str            # source (built against the container MPI) | distro (its python3-mpi4py) | none
+    mpi4py: str            # source (built against the container MPI) | distro (its python3-mpi4py) | wheel | none
     rocm_runtime: bool     # the runtime stage starts without ROCm: ROCm's libraries come from the build stage
     decisions: tuple[Decision, ...]
 
@@ -102,12 +109,24 @@ def _container_mpi(site: Site, say) -> ContainerMpi:
         say("container MPI", f"MPICH {version} (ch4:ofi, dynamically linked)", why, facts)
         return ContainerMpi(flavour="mpich", version=version, source="source", libfabric_based=True)
     version = sw.mpi_version or host.version
+    if sw.mpi_version and sw.mpi_source == "distro":       # the packages the image installs name the version
+        pinned = {p: v for p, v in sw.distro_pins.items() if p in DISTRO_MPI_PACKAGES.get(flavour, ())}
+        wrong = {p: v for p, v in pinned.items() if not v.split(":")[-1].startswith(f"{sw.mpi_version}-")}
+        if wrong:
+            name, pin = next(iter(wrong.items()))
+            raise RecipeError(f"{site.path}: software.mpi_version {sw.mpi_version} differs from software.distro_pins."
+                              f"{name} = \"{pin}\": the image installs that package (make the two agree)")
+    if sw.mpi_version and sw.mpi_version != host.version and flavour == "mpich" and host.abi == "mpich":
+        say("container MPI", f"MPICH {version} ({'distro packages' if sw.mpi_source == 'distro' else sw.mpi_source})",
+            f"set by software.mpi_version; the host's MPICH {host.version} has the same ABI (libmpi.so.12): bind mode "
+            "swaps it in at run time, hybrid mode runs the image's own", ("mpi.abi", "mpi.version", "software.mpi_version"))
+        return ContainerMpi(flavour="mpich", version=version, source=sw.mpi_source, libfabric_based=True)
     if sw.mpi_version and sw.mpi_version != host.version:
         raise RecipeError(f"{site.path}: software.mpi_version {sw.mpi_version} differs from the host's "
-                          f"{host.flavour} {host.version}: a {host.flavour} container must carry the host's "
+                          f"{host.flavour} {host.version}: an image with {MPI_LABEL.get(host.flavour, host.flavour)} must carry the host's "
                           "exact version (remove software.mpi_version)")
     source = {"intel-mpi": "vendor"}.get(flavour, sw.mpi_source)
-    label = {"mpich": "MPICH", "intel-mpi": "Intel MPI", "openmpi": "Open MPI"}[flavour]
+    label = MPI_LABEL[flavour]
     say("container MPI", f"{label} {version} ({'distro packages' if source == 'distro' else source})",
         f"the host runs {host.flavour} {host.version} and hybrid/bind runs need the same version in the image",
         ("mpi.flavour", "mpi.version", "software.mpi_source"))
@@ -300,8 +319,12 @@ def _builds(site: Site, mpi: ContainerMpi, say) -> tuple[str, str, str, str]:
     if pmix:
         say("Open MPI PMIx", "the bundled (internal) PMIx", "the host launcher starts ranks over PMIx "
             "(srun --mpi=pmix)", ("mpi.pmi",))
-    mpi4py = "none" if mpi.flavour == "none" else ("distro" if mpi.source == "distro" else "source")
+    mpi4py = "none" if mpi.flavour == "none" else ("source" if mpi.source != "distro" else
+                                                   "distro" if mpi.flavour == DISTRO_DEFAULT_MPI else "wheel")
     say("mpi4py", {"none": "none (no MPI)", "distro": "the distribution's python3-mpi4py",
+                   "wheel": f"{site.software.mpi4py} from its wheel",
                    "source": f"{site.software.mpi4py}, built from source against the container MPI"}[mpi4py],
+        "mpi4py's wheel loads libmpi.so.12 when it starts (the image's, or the host's bound in); the distribution's "
+        f"python3-mpi4py is built for its default MPI, {DISTRO_DEFAULT_MPI}" if mpi4py == "wheel" else
         "mpi4py must be linked against the MPI the container runs", ("software.mpi4py", "software.mpi_source"))
     return gpu_home, cuda_home, pmix, mpi4py

@@ -214,9 +214,10 @@ WORKDIR = {"pbs": "PBS_O_WORKDIR", "torque": "PBS_O_WORKDIR", "lsf": "LS_SUBCWD"
 MPI_LAUNCHERS = ("mpirun", "mpiexec")     # the host MPI's own: its module must be loaded to start ranks
 
 def launcher(site: Site, nodes: int, tasks: int, gpus: int, forward: Sequence[str] = (),
-             cpus_per_task: int = 0) -> tuple[str, ...]:
+             cpus_per_task: int = 0, runtime: str = "") -> tuple[str, ...]:
     """The launcher prefix for nodes × tasks ranks; `forward`: variables Open MPI's mpirun must pass;
-    `cpus_per_task`: what the allocation asked per rank (`Policy`), asked again by srun."""
+    `cpus_per_task`: what the allocation asked per rank (`Policy`), asked again by srun; `runtime`: the
+    container runtime each rank starts in ("" for a bare run)."""
     name, total = site.host.launcher, nodes * tasks
     if name == "srun":
         per_gpu = site.host.rank_binding if gpus and tasks == gpus else ()    # one rank per GPU: the site's layout
@@ -228,7 +229,11 @@ def launcher(site: Site, nodes: int, tasks: int, gpus: int, forward: Sequence[st
         return (name, "-np", str(total), "--map-by", f"ppr:{tasks}:node",
                 *[a for var in forward for a in ("-x", var)])
     if name in MPI_LAUNCHERS:  # MPICH family (hydra): the environment goes along
-        return (name, "-n", str(total), "-ppn", str(tasks))
+        # Hydra hands each rank its PMI socket as an open file (PMI_FD), which an OCI container does not keep:
+        # there the ranks connect to the port Hydra listens on (PMI_PORT, over the host network)
+        port = ("-pmi-port",) if site.mpi.flavour == "mpich" and runtime and \
+            not runtimes.PLATFORMS[runtime].inherits_fds else ()
+        return (name, "-n", str(total), "-ppn", str(tasks), *port)
     if name == "aprun":
         return ("aprun", "-n", str(total), "-N", str(tasks))
     if total > 1:
@@ -523,6 +528,11 @@ def script(site: Site, job: Job) -> str:
     mods = modules(p)
     if mods:
         out += ["", *(line(m) for m in mods)]
+    own = runtimes.host_mpi_env(site) if loads_host_mpi(site, p.mode, job.bare) else {}
+    if own:
+        out += ["", comment(f"the host MPI ({site.mpi.flavour} {site.mpi.version} in {site.mpi.install_path}; mpi.setup = prefix: "
+                               "no module sets it up)"),
+                *(f"export {name(k)}={word(v)}" for k, v in own.items())]
     cmd = bare_command(p) if job.bare else container_command(p)
     if p.caches:
         out += ["", comment("kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local "
@@ -557,7 +567,8 @@ def script(site: Site, job: Job) -> str:
         out += ["", *image_file_lines(p)]
     if cmd.setup:
         out += ["", *(line(s) for s in cmd.setup)]
-    full = (*launcher(site, job.nodes, p.tasks, p.gpus, forward, p.policy.cpus_per_task), *cmd.launcher_args, *cmd.argv)
+    full = (*launcher(site, job.nodes, p.tasks, p.gpus, forward, p.policy.cpus_per_task,
+                      "" if job.bare else p.runtime), *cmd.launcher_args, *cmd.argv)
     out += ["", line(full)]
     return "\n".join(out) + "\n"
 

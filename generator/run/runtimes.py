@@ -40,6 +40,45 @@ def bare_env(site: Site, mode: str) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in LOADER_VARS}
 
 
+SYSTEM_PREFIXES = ("", "/", "/usr", "/usr/local")
+
+
+def own_prefix(site: Site) -> str:
+    """The host MPI's install prefix when it is one of its own (/opt/cray/pe/mpich/8.1.31), else "" (a system
+    prefix such as /usr, shared with everything else on the host)."""
+    path = site.mpi.install_path.rstrip("/")
+    return "" if site.mpi.flavour == "none" or path in SYSTEM_PREFIXES else path
+
+
+def host_mpi_env(site: Site) -> dict[str, str]:
+    """What a launch script exports to use the host MPI where nothing sets it up (mpi.setup = "prefix"): its bin
+    first on PATH, its lib on the library path, from install_path (a validated path). Values name $PATH."""
+    prefix = own_prefix(site)
+    if site.mpi.setup != "prefix" or not prefix:
+        return {}
+    return {"PATH": f"{prefix}/bin:$PATH", "LD_LIBRARY_PATH": f"{prefix}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"}
+
+
+def with_host_mpi(site: Site, environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` as `host_mpi_env` leaves it (the suite's launcher and bare side): each folder put first."""
+    prefix, env = own_prefix(site), dict(environ)
+    if site.mpi.setup == "prefix" and prefix:
+        for var, folder in (("PATH", "bin"), ("LD_LIBRARY_PATH", "lib")):
+            env[var] = ":".join(p for p in (f"{prefix}/{folder}", env.get(var, "")) if p)
+    return env
+
+
+def container_path(site: Site, host_path: str) -> str:
+    """Where a host path appears in a bind-mode container (the bind of site.container.bind.paths or
+    site.container.binds that holds it), or "" when none does."""
+    for spec in (*site.container.bind.paths, *site.container.binds):
+        src, dst = split_bind(spec)
+        src, dst = src.rstrip("/"), dst.rstrip("/")
+        if host_path == src or host_path.startswith(src + "/"):
+            return dst + host_path[len(src):]
+    return ""
+
+
 def command(site: Site, image: str, argv: Sequence[str], opts: Options = Options(),
             runtime: str | None = None) -> Command:
     """The command that runs `argv` in `image` with `runtime` (default: the site's) at `site`."""
@@ -68,5 +107,6 @@ def resolved(cmd: Command, environ: Mapping[str, str]) -> Command:
                    tuple(tuple(expand(a, environ) for a in s) for s in cmd.setup))
 
 
-__all__ = ["LOCAL_IMAGE_DIR", "PLATFORMS", "Command", "Options", "Platform", "RUNTIMES", "bare_env", "check_mode", "command",
-           "cache_binds", "container_env", "edf", "expand", "gpu_flags", "kernel_cache_env", "resolved", "split_bind", "udocker_env"]
+__all__ = ["LOCAL_IMAGE_DIR", "PLATFORMS", "SYSTEM_PREFIXES", "Command", "Options", "Platform", "RUNTIMES", "bare_env",
+           "check_mode", "command", "container_path", "host_mpi_env", "own_prefix", "with_host_mpi", "cache_binds",
+           "container_env", "edf", "expand", "gpu_flags", "kernel_cache_env", "resolved", "split_bind", "udocker_env"]

@@ -224,7 +224,9 @@ def placement(options: SuiteOptions, facts=None) -> Placement:
     if options.on_site or options.image:
         flag = "--on-site" if options.on_site else "--image"
         return Placement(on_site=True, reason=f"{flag} given: measuring on this machine as site {site.name}")
-    facts = detect.detect() if facts is None else facts
+    if facts is None:       # with what the site's module would set where it has none (mpi.setup = "prefix": local-bind)
+        from generator.run.runtimes import with_host_mpi
+        facts = detect.detect(env=with_host_mpi(site, os.environ))
     if detect.looks_like(site, facts):
         return Placement(on_site=True, reason=f"this machine looks like site {site.name}")
     mpi = f"{facts.value('mpi.flavour') or 'no MPI'} {facts.value('mpi.version') or ''}".strip()

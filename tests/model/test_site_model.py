@@ -13,7 +13,7 @@ from generator.model.site import Site, Version
 from tests.helpers import all_sites
 
 EXPECTED = {"frontier", "odo", "supermuc", "galileo", "ifca", "forhlr2", "hlrs", "lumi", "perlmutter", "alps",
-            "leonardo", "local", "local-slurm"}
+            "leonardo", "local", "local-slurm", "local-bind", "local-bind-slurm"}
 
 
 def test_every_required_site_ships():

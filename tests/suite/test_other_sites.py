@@ -16,7 +16,7 @@ from tests.helpers import all_sites
 
 REPO = Path(__file__).resolve().parents[2]
 # Sites that are this machine (the local suite measures them; a local Slurm cluster site too).
-HERE = ("local", "local-slurm")
+HERE = ("local", "local-slurm", "local-bind", "local-bind-slurm")   # local-bind: with its host MPI installed
 
 
 def suite(*args: str, path: str = "suites/", timeout: int = 600) -> subprocess.CompletedProcess:

@@ -40,6 +40,10 @@ def test_mpi_two_ranks_shared_memory(wl, need_mpirun):
     assert all(v > 0 for v in rec["bandwidth_MBps"].values())
     assert rec["transport"] == "shm", rec["evidence"]
     assert rec["evidence"]["shm_segments"] > 0 and rec["evidence"]["same_node"] is True
+    # which library each rank loaded, as a full path, and how mpirun reached it (Open MPI 4: PMIx)
+    assert rec["mpi_library_paths"] and all("/libmpi.so.40" in p for p in rec["mpi_library_paths"]), rec
+    assert [r["mpi_library_paths"] for r in rec["evidence"]["per_rank"]] == [rec["mpi_library_paths"]] * 2
+    assert rec["pmi"] == ["pmix"]
 
 
 def test_mpi_two_ranks_forced_tcp(wl, need_mpirun):
@@ -68,3 +72,18 @@ def test_mpi_without_mpi4py_exits_77(wl, tmp_path):
 def test_loopback_detection(hexaddr, loop):
     from workloads.mpi import _hex_addr_is_loopback
     assert _hex_addr_is_loopback(hexaddr) is loop
+
+
+def test_library_paths_and_pmi_from_maps_and_environment():
+    from workloads.mpi import mpi_library_paths, pmi_in_use
+    files = {"/opt/cray/pe/mpich/8.1.31/ofi/gnu/9.1/lib/libmpi_gnu_91.so.12.0.0", "/usr/lib64/libmpi.so.12.1.1",
+             "/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.2", "/x/lib/libmpi_abi.so.1", "/usr/lib/libmpifort.so.12",
+             "/usr/lib/x86_64-linux-gnu/libfabric.so.1", "/x/libmpi.so.40.30.2", "/x/libmpi.so",
+             "/usr/lib/libmpi_cxx.so.40", "/usr/lib/libmpi_mpifh.so.40"}
+    assert mpi_library_paths(files) == ["/opt/cray/pe/mpich/8.1.31/ofi/gnu/9.1/lib/libmpi_gnu_91.so.12.0.0",
+                                        "/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.2", "/usr/lib64/libmpi.so.12.1.1",
+                                        "/x/lib/libmpi_abi.so.1", "/x/libmpi.so", "/x/libmpi.so.40.30.2"]
+    assert pmi_in_use({"PMIX_RANK": "0", "PMI_FD": "3"}) == "pmix"
+    assert pmi_in_use({"PMI_FD": "9", "PMI_RANK": "0"}) == "pmi-fd"
+    assert pmi_in_use({"PMI_PORT": "n1:4000"}) == "pmi-port"
+    assert pmi_in_use({}) == "none"

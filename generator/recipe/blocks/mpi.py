@@ -30,20 +30,34 @@ knem = lint_clean(checked_downloads(hbb.knem), env=True)
 gdrcopy = lint_clean(checked_downloads(hbb.gdrcopy), env=True)
 
 
+# Debian's and Ubuntu's MPICH is libmpich.so.12; the MPICH ABI's name is libmpi.so.12, which the bound-in host MPI
+# (cray-mpich-abi) has and mpi4py's wheel opens. The image gets the link the ABI promises (where libmpich12 put it).
+MPICH_ABI_LINK = ('lib=$(find /usr/lib -name libmpich.so.12 -print -quit) && [ -n "$lib" ] && '
+                  'ln -sf libmpich.so.12 "$(dirname "$lib")/libmpi.so.12" && ldconfig')
+
+
 class distro_mpi(bb_base):  # noqa: N801
-    """The distribution's MPI, pinned to the host's exact package versions (same Debian release)."""
+    """The distribution's MPI, pinned to the site's package versions (software.distro_pins: the host's where
+    it runs the same release, as `local`)."""
 
     def __init__(self, *, flavour: str, pins: Mapping[str, str]) -> None:
         super().__init__()
         if flavour not in DISTRO_MPI:
             raise RecipeError(f"no distribution packages known for {flavour} (known: {', '.join(DISTRO_MPI)})")
         self.__flavour, self.__pins = flavour, pins
-        self += comment(f"{flavour} from the distribution, pinned to the host's packages")
-        self += ospackages(packages=DISTRO_MPI[flavour]["devel"], pins=pins)
+        self.__install(self, "devel")
+
+    def __install(self, target, which: str) -> None:
+        target += comment(f"{self.__flavour} from the distribution, pinned to the host's packages"
+                          if self.__flavour == "openmpi" else
+                          f"{self.__flavour} from the distribution, pinned (software.distro_pins), with the MPICH "
+                          "ABI's libmpi.so.12 (the distribution names it libmpich.so.12)")
+        target += ospackages(packages=DISTRO_MPI[self.__flavour][which], pins=self.__pins)
+        if self.__flavour == "mpich":
+            target += shell(commands=[MPICH_ABI_LINK])
 
     def runtime(self, _from: str = "0") -> str:
-        self.rt += comment(f"{self.__flavour} from the distribution, pinned to the host's packages")
-        self.rt += ospackages(packages=DISTRO_MPI[self.__flavour]["runtime"], pins=self.__pins)
+        self.__install(self.rt, "runtime")
         return str(self.rt)
 
 

@@ -4,13 +4,18 @@ stack (fabric libraries + MPI), the Python environment, and the two-stage layout
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import hpccm
+from hpccm.building_blocks.base import bb_base
+from hpccm.primitives.comment import comment
+from hpccm.primitives.shell import shell
 
 from generator import __version__
 from generator.recipe.plan import Plan
+from generator.model.runtimes import PLATFORMS, split_bind
 from generator.model.site import Site
 from generator.recipe.blocks import fabric, mpi
 from generator.recipe.blocks.libcheck import compile_check, library_check
@@ -127,7 +132,8 @@ def python_spec(site: Site, p: Plan, extra: Sequence[str] = (), *, torch: bool =
     return PythonSpec(
         index_packages=((p.torch_index, (f"torch=={sw.torch}",)),) if torch and not wheel else (),
         wheels=(wheel,) if wheel else (),
-        requirements=(*((f"numpy=={sw.numpy}",) if torch else ()), *extra),
+        requirements=(*((f"numpy=={sw.numpy}",) if torch else ()),
+                      *((f"mpi4py=={sw.mpi4py}",) if mpi4py and p.mpi4py == "wheel" else ()), *extra),
         mpi4py=(str(sw.mpi4py), mpicc(p)) if mpi4py and p.mpi4py == "source" else None,
         system_site_packages=mpi4py and p.mpi4py == "distro",
         app=tuple(app), app_wheels=tuple(f"app/{w}" for w in app_wheels), torch_compile=torch)
@@ -173,6 +179,8 @@ def two_stage(site: Site, recipe: str, p: Plan, build: Sequence, keep: Sequence,
     rt += devel.runtime(_from="devel", exclude=list(BUILD_ONLY))
     for block in runtime_extra:
         rt += block
+    if mount_points(site):
+        rt += bind_mount_points(site)
     rt += library_check(scan=("/usr/local", "/opt/rocm") if p.rocm_runtime else ("/usr/local",),
                         dlopen=("libcudart.so",) if p.gpu_memory == "cuda" and p.libfabric else ())
     if compiles:
@@ -183,6 +191,25 @@ def two_stage(site: Site, recipe: str, p: Plan, build: Sequence, keep: Sequence,
                          "io.github.gen-recipe.mpi-mode": site.container.mpi_mode},
                  user=site.software.user, command=command, env=env, workdir=workdir, app_labels=app_labels)
     return [devel, rt]
+
+
+class bind_mount_points(bb_base):  # noqa: N801 - hpccm naming
+    """The folders the site's bind mode mounts onto (`mount_points`), made in the image."""
+
+    def __init__(self, site: Site) -> None:
+        super().__init__()
+        runtimes = sorted({r.name for r in site.runtimes if not PLATFORMS[r.name].makes_mount_points})
+        self += comment(f"Mount points of the site's bind mode ({', '.join(runtimes)} mounts the image read-only "
+                        "and cannot make them)")
+        self += shell(commands=["mkdir -p " + " ".join(map(shlex.quote, mount_points(site)))])
+
+
+def mount_points(site: Site) -> list[str]:
+    """The destinations of the site's bind-mode folders (container.bind.paths) that the image must hold: where a
+    runtime of the site that runs bind mode mounts the image read-only (Platform.makes_mount_points)."""
+    if not any("bind" in r.mpi_modes and not PLATFORMS[r.name].makes_mount_points for r in site.runtimes):
+        return []
+    return sorted({split_bind(b)[1] for b in site.container.bind.paths})
 
 
 __all__ = ["base", "comm_stack", "python_blocks", "two_stage", "payload"]

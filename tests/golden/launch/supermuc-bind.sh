@@ -40,5 +40,5 @@ image="${image_file%.tar.gz}-$(cut -c1-12 "$image_file.sha256")"
 [ -d "$image" ] || ch-convert -i tar -o dir "$image_file" "$image"
 
 mpiexec -n 2 -ppn 1 ch-run -b /lrz/sys:/lrz/sys --set-env --set-env=I_MPI_FABRICS=shm:ofi \
-    --set-env=FI_PROVIDER=psm2 "--set-env=TORCHINDUCTOR_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/inductor" "--set-env=TRITON_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/triton" "${image:-}" \
-    -- python3 -m workloads.cnn --mode ddp
+    --set-env=FI_PROVIDER=psm2 "--set-env=TORCHINDUCTOR_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/inductor" "--set-env=TRITON_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/triton" \
+    --join --join-ct=1 "${image:-}" -- python3 -m workloads.cnn --mode ddp

@@ -169,6 +169,10 @@ ENV PATH=/opt/venv/bin:$PATH \
 COPY workloads /opt/workloads/workloads
 ENV PYTHONPATH=/opt/workloads
 
+# Mount points of the site's bind mode (charliecloud mounts the image
+# read-only and cannot make them)
+RUN mkdir -p /lrz/sys
+
 # Every library the installed programs need is in the image (the GPU
 # driver's come from the host at run time)
 RUN find /usr/local -path '/usr/local/ollama' -prune -o -path '/usr/local/cuda' -prune -o -path '/usr/local/cuda-*' -prune -o -type f \( -name '*.so' -o -name '*.so.*' -o -perm -u=x \) -print > /var/tmp/gen-recipe-ldd.files && \

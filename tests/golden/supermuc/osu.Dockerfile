@@ -182,6 +182,10 @@ COPY --from=devel /usr/local/osu /usr/local/osu
 RUN echo "/usr/local/osu/lib" >> /etc/ld.so.conf.d/hpccm.conf && ldconfig
 ENV PATH=/usr/local/osu/libexec/osu-micro-benchmarks/mpi/pt2pt:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/collective:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/one-sided:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/startup:$PATH
 
+# Mount points of the site's bind mode (charliecloud mounts the image
+# read-only and cannot make them)
+RUN mkdir -p /lrz/sys
+
 # Every library the installed programs need is in the image (the GPU
 # driver's come from the host at run time)
 RUN find /usr/local -path '/usr/local/ollama' -prune -o -path '/usr/local/cuda' -prune -o -path '/usr/local/cuda-*' -prune -o -type f \( -name '*.so' -o -name '*.so.*' -o -perm -u=x \) -print > /var/tmp/gen-recipe-ldd.files && \
