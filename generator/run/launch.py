@@ -532,7 +532,7 @@ def script(site: Site, job: Job) -> str:
     if own:
         out += ["", comment(f"the host MPI ({site.mpi.flavour} {site.mpi.version} in {site.mpi.install_path}; mpi.setup = prefix: "
                                "no module sets it up)"),
-                *(f"export {name(k)}={word(v)}" for k, v in own.items())]
+                *(f'export {name(k)}="{dq(v)}${{{k}:+:${k}}}"' for k, v in own.items())]
     cmd = bare_command(p) if job.bare else container_command(p)
     if p.caches:
         out += ["", comment("kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local "

@@ -51,20 +51,19 @@ def own_prefix(site: Site) -> str:
 
 
 def host_mpi_env(site: Site) -> dict[str, str]:
-    """What a launch script exports to use the host MPI where nothing sets it up (mpi.setup = "prefix"): its bin
-    first on PATH, its lib on the library path, from install_path (a validated path). Values name $PATH."""
+    """The folders a launch script puts first on each path to use the host MPI where nothing sets it up
+    (mpi.setup = "prefix"): install_path's bin on PATH, its lib on LD_LIBRARY_PATH (install_path is validated)."""
     prefix = own_prefix(site)
     if site.mpi.setup != "prefix" or not prefix:
         return {}
-    return {"PATH": f"{prefix}/bin:$PATH", "LD_LIBRARY_PATH": f"{prefix}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"}
+    return {"PATH": f"{prefix}/bin", "LD_LIBRARY_PATH": f"{prefix}/lib"}
 
 
 def with_host_mpi(site: Site, environ: Mapping[str, str]) -> dict[str, str]:
-    """`environ` as `host_mpi_env` leaves it (the suite's launcher and bare side): each folder put first."""
-    prefix, env = own_prefix(site), dict(environ)
-    if site.mpi.setup == "prefix" and prefix:
-        for var, folder in (("PATH", "bin"), ("LD_LIBRARY_PATH", "lib")):
-            env[var] = ":".join(p for p in (f"{prefix}/{folder}", env.get(var, "")) if p)
+    """`environ` with `host_mpi_env`'s folders put first (the suite's launcher and bare side)."""
+    env = dict(environ)
+    for var, folder in host_mpi_env(site).items():
+        env[var] = ":".join(p for p in (folder, env.get(var, "")) if p)
     return env
 
 

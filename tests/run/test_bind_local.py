@@ -72,15 +72,15 @@ def test_open_mpi_launchers_take_no_pmi_port():
 
 
 def test_the_host_mpi_without_a_module_is_put_on_the_paths_as_a_module_would(bind_site):
-    assert runtimes.host_mpi_env(bind_site) == {"PATH": f"{HOST}/bin:$PATH",
-                                                "LD_LIBRARY_PATH": f"{HOST}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"}
+    assert runtimes.host_mpi_env(bind_site) == {"PATH": f"{HOST}/bin", "LD_LIBRARY_PATH": f"{HOST}/lib"}
     assert runtimes.with_host_mpi(bind_site, {"LD_LIBRARY_PATH": "/x"})["LD_LIBRARY_PATH"] == f"{HOST}/lib:/x"
     assert runtimes.with_host_mpi(bind_site, {"PATH": "/usr/bin"}) == {"PATH": f"{HOST}/bin:/usr/bin",
                                                                        "LD_LIBRARY_PATH": f"{HOST}/lib"}
     assert runtimes.host_mpi_env(site_mod.load("local")) == {}         # Open MPI in /usr
     assert runtimes.host_mpi_env(site_mod.load("perlmutter")) == {}    # cray-mpich in the default environment
     script = launch.script(bind_site, launch.Job(workload="mpi", tasks_per_node=2, image="img"))
-    assert f'export PATH="{HOST}/bin:${{PATH:-}}"\n' in script
+    assert f'export PATH="{HOST}/bin${{PATH:+:$PATH}}"\n' in script
+    assert f'export LD_LIBRARY_PATH="{HOST}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"\n' in script
     hybrid = launch.script(bind_site, launch.Job(workload="mpi", tasks_per_node=2, image="img", mode="hybrid",
                                                  runtime="charliecloud"))
     assert "export PATH=" in hybrid        # Hydra starts the hybrid ranks too: the host MPI's launcher

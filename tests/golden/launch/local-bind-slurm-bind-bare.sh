@@ -10,8 +10,8 @@
 set -euo pipefail
 
 # the host MPI (mpich 5.0.2 in /opt/gen-recipe/mpich/5.0.2; mpi.setup = prefix: no module sets it up)
-export PATH="/opt/gen-recipe/mpich/5.0.2/bin:${PATH:-}"
-export LD_LIBRARY_PATH="/opt/gen-recipe/mpich/5.0.2/lib\${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH:-}}"
+export PATH="/opt/gen-recipe/mpich/5.0.2/bin${PATH:+:$PATH}"
+export LD_LIBRARY_PATH="/opt/gen-recipe/mpich/5.0.2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # kernel caches (torch.compile's Inductor and Triton, the GPU stack's): node-local (/tmp), a folder per job, unless GEN_RECIPE_KERNEL_CACHE names one (on a file system every node sees: kernels kept across jobs)
 if [ -z "${GEN_RECIPE_KERNEL_CACHE:-}" ]; then
