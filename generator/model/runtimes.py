@@ -84,6 +84,8 @@ MPI_NAMESPACES = ("--ipc=host", "--net=host", "--pid=host")
 MPI_PASS_ENV = ("OMPI_*", "PMIX_*", "PMI_*", "SLURM_*")
 # Open MPI's session directory (the PMIx server's socket) is under /tmp, owned by the launching user.
 MPI_SESSION_BIND = "/tmp:/tmp"
+# Install prefixes shared with everything else on a host: an MPI there has no prefix of its own.
+SYSTEM_PREFIXES = ("", "/", "/usr", "/usr/local")
 # Where the suite and `gen-recipe build` keep images converted for Charliecloud and udocker.
 LOCAL_IMAGE_DIR = Path("build") / "images"
 

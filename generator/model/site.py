@@ -619,7 +619,7 @@ def _check_bind_mode(site: Site, fail) -> None:
     if site.mpi.setup == "prefix":
         path = site.mpi.install_path
         if not path.startswith("/") or ":" in path or os.path.normpath(path) != path or path.rstrip("/") in \
-                ("", "/", "/usr", "/usr/local") or site.mpi.flavour == "none":
+                runtimes.SYSTEM_PREFIXES or site.mpi.flavour == "none":
             fail("mpi.setup", f'"prefix" needs mpi.install_path to be an absolute folder of the MPI\'s own, not '
                  f"'{path[:80]}'", 'write install_path = "/opt/mpich/5.0.2", or setup = "modules"')
 

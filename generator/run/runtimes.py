@@ -10,7 +10,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from generator.errors import UsageError
-from generator.model.runtimes import (LOCAL_IMAGE_DIR, NAMES, PLATFORMS, Command, Options, Platform, cache_binds,
+from generator.model.runtimes import (LOCAL_IMAGE_DIR, NAMES, PLATFORMS, SYSTEM_PREFIXES, Command, Options, Platform,
+                                      cache_binds,
                                       container_env, edf, gpu_flags, kernel_cache_env, split_bind,
                                       udocker_env)
 from generator.model.site import Site
@@ -38,9 +39,6 @@ def bare_env(site: Site, mode: str) -> dict[str, str]:
     modules set those). The launch scripts' bare twins and the suite's bare side both use this."""
     env = container_env(site, Options(mode=mode))
     return {k: v for k, v in env.items() if k not in LOADER_VARS}
-
-
-SYSTEM_PREFIXES = ("", "/", "/usr", "/usr/local")
 
 
 def own_prefix(site: Site) -> str:

@@ -101,7 +101,7 @@ def transport_problem(bare: dict, cont: dict, site=None, mode: str = "hybrid") -
     if cont.get("transport") != bare.get("transport"):
         return (f"container MPI uses {cont.get('transport')}, bare metal uses {bare.get('transport')}: the "
                 f"container fell back to a slower path (evidence: {cont.get('evidence')})")
-    own = site is not None and mode == "hybrid" and site.software.mpi_version not in (None, site.mpi.version)
+    own = site is not None and bool(unlike(site, mode))
     if cont.get("network") != bare.get("network") and not own:    # own: another MPI build, its own network stack
         return (f"between nodes the container MPI would use {cont.get('network')}, bare metal {bare.get('network')}: "
                 f"the container's network path differs (evidence: {cont.get('evidence')})")
