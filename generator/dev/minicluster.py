@@ -170,7 +170,7 @@ def slurm_conf(lay: Layout, user: str, shape: Shape) -> str:
         # nodes declare the site's CPU count, more than this machine has
         "SlurmdParameters=config_overrides",
         *(["GresTypes=gpu"] if shape.gres else []),
-        *(["JobSubmitPlugins=lua"] if shape.constraint else []),
+        *(["JobSubmitPlugins=lua"] if shape.submit_rules else []),
         "SchedulerType=sched/backfill",
         # a queue of short jobs (a rehearsal): each starts as soon as the previous one ends, not seconds later
         "SchedulerParameters=batch_sched_delay=0,sched_interval=1,sched_min_interval=100000",
@@ -494,7 +494,7 @@ def _write_shape_files(lay: Layout, user: str, shape: Shape) -> None:
         write_atomic(lay.root / "gres.conf", shapes.gres_conf(shape, str(lay.devices)))
     else:
         (lay.root / "gres.conf").unlink(missing_ok=True)
-    if shape.constraint:
+    if shape.submit_rules:
         write_atomic(lay.root / "job_submit.lua", shapes.job_submit_lua(shape))
     if shape.accounting:
         write_atomic(lay.root / "slurmdbd.conf", slurmdbd_conf(lay, user, shape), mode=0o600)

@@ -142,15 +142,22 @@ def cases(site: Site, image_for: Callable[[str], str], account: str = "",
 
 @dataclass(frozen=True)
 class Negative:
-    name: str                        # "no-account", "no-constraint", "no-partition"
+    name: str                        # "no-account", "no-constraint", "no-partition", "time-over-bin"
     drop: str                        # the #SBATCH line removed from the script
     expect: str                      # what the refusal says (a part of sbatch's message)
+    put: str = ""                    # the line written in its place ("": none)
+
+    def applied(self, script: str) -> str:
+        """`script` with `drop` removed (or replaced by `put`)."""
+        return "\n".join(self.put if ln == self.drop else ln for ln in script.splitlines()
+                         if ln != self.drop or self.put) + "\n"
 
 
 def negatives(site: Site, script: str, shape_default: str | None) -> list[Negative]:
     """The site's rules, one at a time: the same script without its account, constraint or partition (where the
-    scheduler would take the script without that line, there is no case). `shape_default` is the cluster's
-    default partition (None: there is none)."""
+    scheduler would take the script without that line, there is no case), and with a minute more than its size's
+    wall-time bin allows (a partition's time_by_nodes). `shape_default` is the cluster's default partition (None:
+    there is none)."""
     sched, out = site.scheduler, []
     lines = script.splitlines()
 
@@ -170,6 +177,14 @@ def negatives(site: Site, script: str, shape_default: str | None) -> list[Negati
         expect = sched.refusals.get("partition", "No partition specified or system default partition"
                                     if default is None else "Requested node configuration is not available")
         out.append(Negative("no-partition", part, expect))
+    chosen = sched.partition(part.split("=", 1)[1] if part else shape_default or "")
+    nodes, time = line("nodes"), line("time")
+    if chosen is not None and chosen.time_by_nodes and nodes and time:
+        from generator.dev.shape import TIME_REFUSAL
+        from generator.model.site import hms, wall_seconds
+        most, size = chosen.max_time_for(int(nodes.split("=", 1)[1]))
+        if size:
+            out.append(Negative("time-over-bin", time, TIME_REFUSAL, put=f"#SBATCH --time={hms(wall_seconds(most) + 60)}"))
     return out
 
 
@@ -297,7 +312,7 @@ class Report:
 
     def problems(self) -> list[str]:
         out = [f"{o.case}: {o.problem}" for o in self.outcomes if o.problem]
-        out += [f"{n.name}: sbatch took the script without `{n.drop}`" if not said else
+        out += [f"{n.name}: sbatch took the script " + (f"with `{n.put}`" if n.put else f"without `{n.drop}`") if not said else
                 f"{n.name}: refused, but not with \"{n.expect}\": {said}"
                 for n, said in self.refusals if not said or n.expect not in said]
         return out
@@ -367,7 +382,7 @@ def rehearse(site: Site, cluster: Path, folder: Path, image_for: Callable[[str],
     refused = []
     for neg in negatives(site, text, default):
         path = folder / f"{neg.name}.sh"
-        write_atomic(path, "\n".join(ln for ln in text.splitlines() if ln != neg.drop) + "\n", mode=0o755)
+        write_atomic(path, neg.applied(text), mode=0o755)
         refused.append((neg, refusal(path, first[2])))
     return Report(site.name, tuple(outcomes), tuple(todo), tuple(refused))
 

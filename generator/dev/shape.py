@@ -15,7 +15,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from generator.model.site import Qos, Site
+from generator.model.site import Qos, Site, wall_seconds
 
 FALLBACK_PARTITION = "main"          # a site that names no partition: one default partition of this name
 NO_ALLOCATION = "noalloc"            # where accounts are required: the users' default account, no jobs allowed
@@ -38,6 +38,7 @@ class PartitionLine:
     max_time: str = ""
     max_nodes: int = 0
     exclusive: bool = False
+    time_by_nodes: tuple[tuple[int, int], ...] = ()    # (largest job in nodes, its limit in minutes): job_submit.lua
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,11 @@ class Shape:
     def accounting(self) -> bool:
         """Accounts or QOS to enforce: slurmdbd (with MariaDB) behind the controller."""
         return bool(self.qos) or self.account_required
+
+    @property
+    def submit_rules(self) -> bool:
+        """Rules slurm.conf cannot say (a constraint, wall-time limits by job size): job_submit.lua."""
+        return bool(self.constraint) or any(p.time_by_nodes for p in self.partitions)
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -100,7 +106,9 @@ def shape_of(site: Site, cpus_here: int = 2, account: str = "") -> Shape:
         prefix, other_gpus = ("c", 0) if gpus else ("g", max(gpus, 1))
         nodes += [Node(f"{prefix}1", cpus, other_gpus, features), Node(f"{prefix}2", cpus, other_gpus, features)]
     parts = [PartitionLine(p.name, tuple(n.name for n in nodes if bool(n.gpus) == p.gpus), p.default, p.max_time,
-                           p.max_nodes, exclusive=not p.shared) for p in sched.partitions]
+                           p.max_nodes, exclusive=not p.shared,
+                           time_by_nodes=tuple((b.max_nodes, -(-wall_seconds(b.max_time) // 60)) for b in p.time_by_nodes))
+             for p in sched.partitions]
     if not parts:
         parts = [PartitionLine(FALLBACK_PARTITION, ("n1", "n2"), default=True)]
     required = sched.account == "required"
@@ -209,10 +217,37 @@ def lua_string(text: str) -> str:
     return f"[{'=' * level}[{text}]{'=' * level}]"
 
 
+TIME_REFUSAL = "Requested time limit is invalid (missing or exceeds some limit)"     # Slurm's own, for MaxTime
+
+
 def job_submit_lua(shape: Shape) -> str:
-    """The site's rules that slurm.conf cannot say: a node feature every job must ask for."""
+    """The site's rules that slurm.conf cannot say: a node feature every job must ask for, and wall-time limits
+    that fall with the job's size (a partition's time_by_nodes)."""
     out = [f"-- Written by gen-recipe minicluster for site {shape.site}: its rules that slurm.conf cannot say.",
            "function slurm_job_submit(job_desc, part_list, submit_uid)"]
+    binned = [p for p in shape.partitions if p.time_by_nodes]
+    if binned:
+        default = next((p.name for p in shape.partitions if p.default), "")
+        out += ["  local bins = {"]
+        out += [f"    [ {lua_string(p.name)} ] = {{{', '.join(f'{{{n}, {m}}}' for n, m in p.time_by_nodes)}}},"
+                for p in binned]
+        out += ["  }",
+                f"  local part = job_desc.partition or {lua_string(default) if default else 'nil'}",
+                "  local nodes = job_desc.min_nodes",
+                "  if nodes == nil or nodes == slurm.NO_VAL or nodes < 1 then nodes = 1 end",
+                "  local limit = job_desc.time_limit",
+                "  if part ~= nil and bins[part] ~= nil and limit ~= nil and limit ~= slurm.NO_VAL then",
+                "    for _, bin in ipairs(bins[part]) do",
+                "      if nodes <= bin[1] then",
+                "        if limit > bin[2] then",
+                f"          slurm.log_user(\"%s: %d minutes for %d nodes, at most %d\", {lua_string(TIME_REFUSAL)}, limit, "
+                "nodes, bin[2])",
+                "          return slurm.ERROR",
+                "        end",
+                "        break",
+                "      end",
+                "    end",
+                "  end"]
     if shape.constraint:
         out += [f"  local wanted = {lua_string(shape.constraint)}",
                 "  local asked = job_desc.features or \"\"",

@@ -110,6 +110,15 @@ class Host(Facts):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TimeBin:
+    """A wall-time limit that holds for jobs of up to `max_nodes` nodes (a site whose limit falls with the job's
+    size: Frontier's "Job Priority by Node Count" bins)."""
+
+    max_nodes: int = fact(91, doc="the bin's largest job, in nodes (the bin starts after the previous bin's)")
+    max_time: str = fact("02:00:00", doc="longest wall time of a job in the bin, [D-]HH:MM:SS", kind="walltime")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Partition:
     """A partition (Slurm) or queue (PBS) as the site documents it."""
 
@@ -119,6 +128,20 @@ class Partition:
     max_nodes: int = fact(9472, 0, "most nodes one job may ask for (0: not stated)")
     max_time: str = fact("12:00:00", "", "longest wall time of a job, [D-]HH:MM:SS ('': not stated)", kind="walltime")
     shared: bool = fact(False, False, "jobs share its nodes: a job gets only the CPUs (and memory) it asks for")
+    time_by_nodes: tuple[TimeBin, ...] = fact(({"max_nodes": 91, "max_time": "02:00:00"},
+                                               {"max_nodes": 183, "max_time": "06:00:00"}), (),
+                                              "wall-time limits by job size, smallest jobs first (beyond the last bin: "
+                                              "max_time)")
+
+    def max_time_for(self, nodes: int) -> tuple[str, str]:
+        """The longest wall time of a job of `nodes` nodes here and why ("": not stated): the size bin's
+        limit ("1-91 nodes"), else the partition's."""
+        low = 1
+        for b in self.time_by_nodes:
+            if nodes <= b.max_nodes:
+                return b.max_time, f"{low}-{b.max_nodes} nodes"
+            low = b.max_nodes + 1
+        return self.max_time, ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -680,8 +703,24 @@ def _check_scheduler(site: Site, fail) -> None:
             if x.name.upper() == "DEFAULT":
                 fail(f"scheduler.{what}[{i}].name", "DEFAULT is Slurm's keyword for the defaults of every entry",
                      "write the name the site gives it")
-            if x.max_time and not _wall_seconds(x.max_time):
+            if x.max_time and not wall_seconds(x.max_time):
                 fail(f"scheduler.{what}[{i}].max_time", f"{x.max_time} admits no job", 'write the limit, e.g. "12:00:00"')
+    for i, p in enumerate(sched.partitions):
+        previous = 0
+        for j, b in enumerate(p.time_by_nodes):
+            key = f"scheduler.partitions[{i}].time_by_nodes[{j}]"
+            if b.max_nodes <= previous:
+                fail(f"{key}.max_nodes", f"{b.max_nodes} does not follow the bin before ({previous} nodes)",
+                     "list the bins smallest jobs first, each max_nodes above the previous one")
+            if not wall_seconds(b.max_time):
+                fail(f"{key}.max_time", f"{b.max_time} admits no job", 'write the limit, e.g. "02:00:00"')
+            if p.max_time and wall_seconds(b.max_time) > wall_seconds(p.max_time):
+                fail(f"{key}.max_time", f"{b.max_time} is above the partition's max_time {p.max_time}",
+                     "write the bin's own limit (the partition's max_time holds beyond the last bin)")
+            if p.max_nodes and b.max_nodes > p.max_nodes:
+                fail(f"{key}.max_nodes", f"{b.max_nodes} is above the partition's max_nodes {p.max_nodes}",
+                     "write the bin's largest job size")
+            previous = b.max_nodes
     for i, option in enumerate(sched.options):
         name = option.split("=", 1)[0]
         if name in WRITTEN_BY_LAUNCH:
@@ -700,10 +739,31 @@ WRITTEN_BY_LAUNCH = {o: w for os_, w in (
     (("--mem-per-gpu",), "scheduler.mem_per_gpu")) for o in os_}
 
 
-def _wall_seconds(wall: str) -> int:
-    days, _, hms = wall.rpartition("-")
-    h, m, s = (int(x) for x in hms.split(":"))
-    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + s
+# The forms Slurm's --time takes (sbatch(1), -t/--time): "minutes", "minutes:seconds", "hours:minutes:seconds",
+# "days-hours", "days-hours:minutes" and "days-hours:minutes:seconds"; after the first field, hours below 24 and
+# minutes and seconds below 60 (a stricter reading, so that a typo is not taken as a longer limit than meant).
+WALL_TIME = re.compile(r"(?:(?P<d>[0-9]{1,3})-(?P<dh>[01]?[0-9]|2[0-3])(?::(?P<dm>[0-5]?[0-9])(?::(?P<ds>[0-5]?[0-9]))?)?"
+                       r"|(?P<a>[0-9]{1,6})(?::(?P<b>[0-5]?[0-9])(?::(?P<c>[0-5]?[0-9]))?)?)")     # ASCII digits only
+WALL_TIME_FORMS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+
+
+def wall_seconds(wall: str) -> int | None:
+    """The seconds of a wall time in any form Slurm's --time takes (WALL_TIME); None when it is none of them.
+    0 ("no limit" to Slurm) is 0: callers refuse it."""
+    m = WALL_TIME.fullmatch(wall)
+    if m is None:
+        return None
+    g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+    if "d" in g:
+        return ((g["d"] * 24 + g["dh"]) * 60 + g.get("dm", 0)) * 60 + g.get("ds", 0)
+    if "c" in g:                                        # hours:minutes:seconds
+        return (g["a"] * 60 + g["b"]) * 60 + g["c"]
+    return g["a"] * 60 + g.get("b", 0)                  # minutes[:seconds]
+
+
+def hms(seconds: int) -> str:
+    """`seconds` as HH:MM:SS (hours beyond 24): what the scripts write, in every batch system's syntax."""
+    return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 # Keys of earlier site files and where their facts live now.

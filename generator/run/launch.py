@@ -20,6 +20,7 @@ import re
 import shlex
 from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 
 from workloads.registry import DDP, NAMES as WORKLOADS
@@ -28,7 +29,7 @@ from generator import __version__
 from generator.recipe import catalog, payload
 from generator.run import runtimes
 from generator.model import site as site_mod
-from generator.errors import UsageError
+from generator.errors import UsageError, did_you_mean
 from generator.model.schema import shown
 from generator.quoting import dq, comment, heredoc_marker, line, name, word
 from generator.model.site import Site
@@ -104,15 +105,20 @@ class Policy:
 
 
 def _seconds(wall: str) -> int:
-    days, _, hms = wall.rpartition("-")
-    h, m, s = (int(x) for x in hms.split(":"))
-    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + s
+    return site_mod.wall_seconds(wall) or 0
 
 
 def _hms(wall: str) -> str:
-    """A [D-]HH:MM:SS limit as --time takes it (HH:MM:SS, hours beyond 24)."""
-    total = _seconds(wall)
-    return f"{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}"
+    """A limit as --time takes it (HH:MM:SS, hours beyond 24)."""
+    return site_mod.hms(_seconds(wall))
+
+
+def _named(site: Site, option: str, value: str, names: Sequence[str], table: str) -> None:
+    """A --partition or --qos the site lists (a typo would reach sbatch, and the job wait in no queue)."""
+    if value and names and value not in names:
+        raise UsageError(f"{option} {shown(value)}: site {site.name} has no such {table[:-1] if table != 'qos' else 'QOS'} "
+                         f"({did_you_mean(value, names)}; [[scheduler.{table}]] of {site.path}): give one it lists, "
+                         f"or add it to a copy of the site file")
 
 
 def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:00", account: str = "",
@@ -131,7 +137,11 @@ def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:
     if qos and kind != "slurm":
         raise UsageError(f"--qos: site {site.name} runs {kind}, whose scripts take no QOS here: leave it out")
     rule = f"[scheduler] of {site.path}"
-    # a partition or QOS the site file does not list is taken as given (the files list the ones jobs use, not all)
+    # a partition or QOS the site file does not list is refused, with the nearest it lists (a site that lists none:
+    # taken as given)
+    _named(site, "--partition", partition, [p.name for p in sched.partitions], "partitions")
+    if kind == "slurm":
+        _named(site, "--qos", qos, [q.name for q in sched.qos], "qos")
     if partition and gpus and sched.partition(partition) is not None and not sched.partition(partition).gpus:
         raise UsageError(f"--partition {shown(partition)}: site {site.name}'s partition has no GPUs ({rule}), and the job "
                          f"asks {gpus} per node: choose a GPU partition, or --gpus-per-node 0")
@@ -154,9 +164,12 @@ def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:
         if limits.max_nodes and nodes > limits.max_nodes:
             raise UsageError(f"site {site.name}: {what} {limits.name} takes at most {limits.max_nodes} nodes per job, "
                              f"not {nodes} ({rule}): ask fewer --nodes, or another --{what.lower()}")
-        if limits.max_time and _seconds(time) > _seconds(limits.max_time):
-            raise UsageError(f"site {site.name}: {what} {limits.name} runs a job at most {limits.max_time}, not {time} "
-                             f"({rule}): give --time {_hms(limits.max_time)} or less, or another --{what.lower()}")
+        most, size = limits.max_time_for(nodes) if what == "partition" else (limits.max_time, "")
+        if most and _seconds(time) > _seconds(most):
+            of = f" a job of {size} (time_by_nodes)" if size else " a job"
+            raise UsageError(f"site {site.name}: {what} {limits.name} runs{of} at most {most}, not {_hms(time)} "
+                             f"({rule}): give --time {_hms(most)} or less, or another --{what.lower()}"
+                             + (" or more --nodes" if size else ""))
     shared = bool(sched.partition(part) and sched.partition(part).shared)
     cpus = _cpus_per_task(site.host.rank_binding if gpus and tasks == gpus else ()) or \
         (sched.cpus_per_gpu if shared and gpus and tasks == gpus else 0)
@@ -295,9 +308,6 @@ def _checked(option: str, value: str, kind: str, example: str) -> None:
         raise UsageError(f"{option} {shown(value)}: give {what} (e.g. {example})")
 
 
-TIME = re.compile(r"\d{1,3}:[0-5]\d:[0-5]\d")
-
-
 # HOST[:PORT][/PATH] as OCI distribution names it: a host name, then lower-case path components.
 REGISTRY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::\d{1,5})?"
                       r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
@@ -318,8 +328,10 @@ def check_job(site: Site, job: Job) -> None:
     if job.runtime is not None and job.runtime not in runtimes.PLATFORMS:
         raise UsageError(f"--runtime {shown(job.runtime)}: unknown runtime (site {site.name} has "
                          f"{', '.join(rt.name for rt in site.runtimes)})")
-    if not TIME.fullmatch(job.time):
-        raise UsageError(f"--time {shown(job.time)} is not HH:MM:SS (minutes and seconds below 60, e.g. --time 00:30:00)")
+    if not site_mod.wall_seconds(job.time):
+        raise UsageError(f"--time {shown(job.time)}: give a wall time as Slurm's --time takes it, "
+                         f"{site_mod.WALL_TIME_FORMS}, above zero (minutes and seconds below 60 after the first "
+                         "field; e.g. --time 00:30:00 or --time 1-12)")
     for option, value, example in (("--account", job.account, site.scheduler.account_example or "abc123"),
                                    ("--partition", job.partition, "batch"), ("--qos", job.qos, "normal")):
         if value:
@@ -344,6 +356,8 @@ def plan_job(site: Site, job: Job) -> JobPlan:
     if job.nodes < 1:
         raise UsageError("--nodes must be at least 1")
     tasks = job.tasks_per_node or max(gpus, 1)
+    if site_mod.wall_seconds(job.time):              # one form in every script: HH:MM:SS (check_job refused the rest)
+        job = dataclasses.replace(job, time=site_mod.hms(site_mod.wall_seconds(job.time)))
     rules = policy(site, nodes=job.nodes, gpus=gpus, tasks=tasks, time=job.time, account=job.account,
                    partition=job.partition, qos=job.qos, debug=job.debug)
     argv = workload_argv(recipe, job, job.nodes * tasks)

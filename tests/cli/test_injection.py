@@ -6,6 +6,7 @@ appear outside a comment or a quoted word."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shlex
@@ -61,7 +62,8 @@ def poisoned(name: str, payload: str) -> tuple[site_mod.Site, int, int]:
 
 @pytest.fixture(scope="module")
 def stubs(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("stubs")
+    folder = tmp_path_factory.mktemp("stubs") / "bin"        # bin/: a host MPI prefix's too (mpi.setup = "prefix")
+    folder.mkdir()
     for name in STUBS:
         (folder / name).write_text("#!/bin/sh\nexit 0\n")
         (folder / name).chmod(stat.S_IRWXU)
@@ -79,6 +81,8 @@ def test_no_payload_runs_from_launch_scripts_or_hides_in_recipes(name, stubs, tm
         payload = template.format(m=marker)
         site, accepted, refused = poisoned(name, payload)
         refused_total += refused
+        if site.mpi.setup == "prefix":           # the scripts put install_path/bin first: the stubs stand in there too
+            site = dataclasses.replace(site, mpi=dataclasses.replace(site.mpi, install_path=str(stubs.parent)))
         for rt in site.runtimes:
             for mode in rt.mpi_modes:
                 if mode == "bind" and site.mpi.flavour == "none":

@@ -180,3 +180,25 @@ def test_a_torque_site_has_its_directives_checked_against_its_documentation():
     bad = rehearsal.check_directives("torque", "#PBS -l select=2:mpiprocs=4\n#PBS -W x\n")
     assert len(bad) == 2 and "mpiprocs, select is not a documented resource" in bad[0] and "-W x" in bad[1]
     assert rehearsal.check_directives("pbs", "#PBS -l select=2:mpiprocs=4:ngpus=4\n") == []
+
+
+def test_wall_time_bins_reach_the_clusters_job_submit_lua_and_a_negative_case():
+    """Frontier's "Job Priority by Node Count" bins: job_submit.lua refuses what its MaxTime cannot (2 h up to 91
+    nodes, 6 h up to 183), and the rehearsal submits the 2-node script with a minute more than its bin."""
+    frontier = site_mod.load("frontier")
+    fs = shape.shape_of(frontier)
+    assert fs.submit_rules and fs.partitions[0].time_by_nodes == ((91, 120), (183, 360))
+    lua = shape.job_submit_lua(fs)
+    assert "[ [[batch]] ] = {{91, 120}, {183, 360}}," in lua and shape.TIME_REFUSAL in lua
+    assert not shape.shape_of(site_mod.load("lumi")).submit_rules           # no bins, no constraint: no lua
+    from generator.run import launch
+    script = launch.script(frontier, launch.Job(workload="mpi", nodes=2, bare=True, account="abc123"))
+    neg = {n.name: n for n in rehearsal.negatives(frontier, script, "batch")}["time-over-bin"]
+    assert (neg.drop, neg.put) == ("#SBATCH --time=00:30:00", "#SBATCH --time=02:01:00")
+    changed = neg.applied(script)
+    assert "#SBATCH --time=02:01:00\n" in changed and "--time=00:30:00" not in changed
+    assert changed.count("\n") == script.count("\n")
+    import shutil
+    if shutil.which("luac"):
+        import subprocess
+        assert subprocess.run(["luac", "-p", "-"], input=lua, text=True).returncode == 0

@@ -84,6 +84,12 @@ CASES = [
      "images.cuda.version", "write images.cuda.version"),
     ("ifca", r'^build = "none".*$', 'build = "fakeroot"', "container.build", "--fakeroot builds are Apptainer's"),
     ("ifca", r'^build = "none".*$', 'build = "sudo"', "container.build", "is not one of user, fakeroot, none"),
+    ("frontier", r'\{ max_nodes = 183, max_time = "06:00:00" \}', '{ max_nodes = 50, max_time = "06:00:00" }',
+     "scheduler.partitions[0].time_by_nodes[1].max_nodes", "50 does not follow the bin before (91 nodes)"),
+    ("frontier", r'\{ max_nodes = 183, max_time = "06:00:00" \}', '{ max_nodes = 183, max_time = "13:00:00" }',
+     "scheduler.partitions[0].time_by_nodes[1].max_time", "13:00:00 is above the partition's max_time 12:00:00"),
+    ("frontier", r'\{ max_nodes = 91, max_time = "02:00:00" \}', '{ max_nodes = 91, max_time = "2h" }',
+     "scheduler.partitions[0].time_by_nodes[0].max_time", "[D-]HH:MM:SS"),
 ]
 
 

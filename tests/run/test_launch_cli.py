@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from generator.cli import main as cli
+from generator.errors import UsageError
 from generator.run import launch
 from generator.model import site as site_mod
 from tests.helpers import account
@@ -66,7 +67,7 @@ def test_bare_uses_host_python_and_workloads_path(capsys):
     (("--site", "frontier", "--runtime", "podman"), "runtime 'podman' is not available at site 'frontier'"),
     (("--site", "frontier", "--gpus-per-node", "9"), "site frontier has 8 GPUs per node, not 9"),
     (("--site", "local", "--workload", "nope"), "invalid choice: 'nope'"),
-    (("--site", "local", "--time", "soon"), "--time 'soon' is not HH:MM:SS"),
+    (("--site", "local", "--time", "soon"), "--time 'soon': give a wall time as Slurm's --time takes it"),
     (("--site", "local", "--recipe", "pytorh"), "unknown recipe 'pytorh'"),
 ])
 def test_errors_are_one_line_exit_2(capsys, argv, message):
@@ -106,8 +107,10 @@ def test_account_and_partition_that_could_inject_are_refused(capsys, flag, value
 def test_the_sites_partition_is_the_default_and_an_account_can_be_required(capsys, tmp_path):
     rc, out, _ = run_cli(capsys, "--site", "local-slurm", "--bare")
     assert rc == 0 and "#SBATCH --partition=debug\n" in out          # sites/local-slurm.toml: the default partition
-    rc, out, _ = run_cli(capsys, "--site", "local-slurm", "--bare", "--partition", "long", "--account", "proj1")
-    assert "#SBATCH --partition=long\n" in out and "#SBATCH --account=proj1\n" in out
+    rc, out, _ = run_cli(capsys, "--site", "local-slurm", "--bare", "--partition", "debug", "--account", "proj1")
+    assert "#SBATCH --partition=debug\n" in out and "#SBATCH --account=proj1\n" in out
+    rc, out, err = run_cli(capsys, "--site", "local-slurm", "--bare", "--partition", "long")
+    assert rc == 2 and out == "" and "site local-slurm has no such partition" in err
     text = (Path(__file__).resolve().parents[2] / "sites" / "local-slurm.toml").read_text().replace(
         'sources = ["M1"]\n\n[gpu]', 'account = "required"\nsources = ["M1"]\n\n[gpu]').replace(
         'name = "local-slurm"', 'name = "acct"')
@@ -164,8 +167,13 @@ def test_comment_lines_cannot_be_ended_early_whatever_the_job_holds(name, tmp_pa
     still stays one line, and the script runs no payload."""
     marker = tmp_path / "pwned"
     bad = HOSTILE.format(m=marker)
-    job = launch.Job(image=bad, account=bad, partition=bad, time="00:30:00", workload_args=(bad,))
-    text = launch.script(site_mod.load(name), job)
+    site = site_mod.load(name)
+    listed = bool(site.scheduler.partitions) and site.host.scheduler != "none"
+    if listed:                                   # a partition the site does not list stops before any line is written
+        with pytest.raises(UsageError, match="has no such partition"):
+            launch.script(site, launch.Job(image=bad, account=bad, partition=bad, time="00:30:00"))
+    job = launch.Job(image=bad, account=bad, partition="" if listed else bad, time="00:30:00", workload_args=(bad,))
+    text = launch.script(site, job)
     header = text.split("set -euo pipefail")[0].splitlines()
     assert all(ln.startswith("#") for ln in header), header
     _execute(text, tmp_path, file_image=site_mod.load(name).container.image_from == "file")
