@@ -298,6 +298,18 @@ class BaseImages:
                                     "read from the devel image's tag when left out (AMD's rocm/* and NVIDIA's "
                                     "nvidia/cuda images only)")
 
+    @staticmethod
+    def qualified(image: str) -> str:
+        """`image` with its registry: a short name (`ubuntu:22.04`, `rocm/dev-ubuntu-22.04:6.2.4`) means Docker Hub
+        to Docker and to Apptainer's docker agent, but podman and buildah resolve it through registries.conf, and
+        without unqualified-search registries (Debian's default) stop at "short-name ... did not resolve"
+        (containers-registries.conf(5), "Short-Name Aliasing"). A first component with a dot or a port, or
+        `localhost`, names the registry already."""
+        first, slash, _ = image.partition("/")
+        if slash and ("." in first or ":" in first or first == "localhost"):
+            return image
+        return f"docker.io/{image}" if slash else f"docker.io/library/{image}"
+
     def source(self, image: str) -> str:
         """What a definition's `From:` says for `image`: the image, or with `oci-archive` the archive's file in
         the build context (localhost/debian:bookworm -> localhost-debian-bookworm.oci.tar)."""

@@ -22,7 +22,7 @@ def text(site_name: str, recipe: str = "pytorch", fmt: str = "docker") -> str:
 @pytest.mark.parametrize("name", ["frontier", "odo"])
 def test_frontier_rocm_mpich_abi_cxi(name, fmt):
     t = text(name, fmt=fmt)
-    assert re.search(r"^(FROM|From:) rocm/dev-ubuntu-22\.04:6\.2\.4", t, re.M), "ROCm base image"
+    assert re.search(r"^(FROM|From:) docker\.io/rocm/dev-ubuntu-22\.04:6\.2\.4", t, re.M), "ROCm base image"
     # MPICH 3.4.x, ch4:ofi, shared: ABI-compatible with cray-mpich 8.1.x (libmpi.so.12)
     assert "mpich-3.4.3.tar.gz" in t and "--with-device=ch4:ofi" in t and "--enable-shared" in t
     assert "--with-libfabric=/usr/local/libfabric" in t
@@ -50,7 +50,7 @@ def test_supermuc_intel_mpi_of_the_host_version_and_omnipath(fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_ifca_openmpi_410_with_ucx_on_cuda(fmt):
     t = text("ifca", fmt=fmt)
-    assert re.search(r"^(FROM|From:) nvidia/cuda:12\.6\.3-devel-ubuntu22\.04", t, re.M)
+    assert re.search(r"^(FROM|From:) docker\.io/nvidia/cuda:12\.6\.3-devel-ubuntu22\.04", t, re.M)
     assert "openmpi-4.1.0.tar.bz2" in t and "--with-ucx=/usr/local/ucx" in t
     assert "ucx-1.9.0.tar.gz" in t and "--with-verbs" in t
     assert "libibverbs1" in t, "verbs runtime libraries in the runtime stage"

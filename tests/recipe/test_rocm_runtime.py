@@ -28,11 +28,11 @@ def test_rocm_sites_run_on_the_distribution_image(name):
     assert s.base.runtime == "ubuntu:22.04" != s.base.devel
     assert plan(s).rocm_runtime
     text = render.recipe_text(s, "pytorch", "docker")
-    runtime = text[text.index("FROM ubuntu:22.04 AS runtime"):]
+    runtime = text[text.index("FROM docker.io/library/ubuntu:22.04 AS runtime"):]
     assert "rocm/dev" not in runtime                      # nothing of the devel image's ROCm but the copy
     assert "COPY --from=devel /opt/rocm-runtime /opt/rocm\n" in runtime
     assert "xargs -r -a /opt/rocm/share/gen-recipe/distro-packages.txt apt-get install" in runtime
-    devel = text[:text.index("FROM ubuntu:22.04 AS runtime")]
+    devel = text[:text.index("FROM docker.io/library/ubuntu:22.04 AS runtime")]
     # collected after everything it scans: the last instruction of the build stage
     assert devel.rstrip().endswith("rm -rf /opt/rocm-runtime/.work")
     definition = render.recipe_text(s, "pytorch", "apptainer")

@@ -6,7 +6,7 @@
 # from it, or writes it to a folder DIR and prints the command that builds it there:
 #   gen-recipe build --site hlrs --recipe pytorch --format docker --context DIR
 
-FROM nvidia/cuda:12.6.3-devel-ubuntu22.04 AS devel
+FROM docker.io/nvidia/cuda:12.6.3-devel-ubuntu22.04 AS devel
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -127,7 +127,7 @@ RUN python3 -m venv /opt/venv && \
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 
-FROM nvidia/cuda:12.6.3-base-ubuntu22.04 AS runtime
+FROM docker.io/nvidia/cuda:12.6.3-base-ubuntu22.04 AS runtime
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008

@@ -6,7 +6,7 @@
 # from it, or writes it to a folder DIR and prints the command that builds it there:
 #   gen-recipe build --site ifca --recipe llm --format docker --context DIR
 
-FROM nvidia/cuda:12.6.3-devel-ubuntu22.04 AS devel
+FROM docker.io/nvidia/cuda:12.6.3-devel-ubuntu22.04 AS devel
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -145,7 +145,7 @@ ENV OLLAMA_HOST=127.0.0.1:11434 \
     OLLAMA_SCHED_SPREAD=1 \
     PATH=/usr/local/ollama/bin:$PATH
 
-FROM nvidia/cuda:12.6.3-base-ubuntu22.04 AS runtime
+FROM docker.io/nvidia/cuda:12.6.3-base-ubuntu22.04 AS runtime
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008

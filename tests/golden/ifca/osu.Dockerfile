@@ -6,7 +6,7 @@
 # from it, or writes it to a folder DIR and prints the command that builds it there:
 #   gen-recipe build --site ifca --recipe osu --format docker --context DIR
 
-FROM nvidia/cuda:12.6.3-devel-ubuntu22.04 AS devel
+FROM docker.io/nvidia/cuda:12.6.3-devel-ubuntu22.04 AS devel
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -145,7 +145,7 @@ RUN mkdir -p /var/tmp && wget -q -nc -P /var/tmp https://mvapich.cse.ohio-state.
 WORKDIR /
 ENV PATH=/usr/local/osu/libexec/osu-micro-benchmarks/mpi/pt2pt:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/collective:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/one-sided:/usr/local/osu/libexec/osu-micro-benchmarks/mpi/startup:$PATH
 
-FROM nvidia/cuda:12.6.3-base-ubuntu22.04 AS runtime
+FROM docker.io/nvidia/cuda:12.6.3-base-ubuntu22.04 AS runtime
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008

@@ -6,7 +6,7 @@
 # from it, or writes it to a folder DIR and prints the command that builds it there:
 #   gen-recipe build --site supermuc --recipe pytorch --format docker --context DIR
 
-FROM ubuntu:22.04 AS devel
+FROM docker.io/library/ubuntu:22.04 AS devel
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -97,7 +97,7 @@ RUN python3 -m venv /opt/venv && \
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 
-FROM ubuntu:22.04 AS runtime
+FROM docker.io/library/ubuntu:22.04 AS runtime
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008

@@ -6,7 +6,7 @@
 # from it, or writes it to a folder DIR and prints the command that builds it there:
 #   gen-recipe build --site frontier --recipe examples/trainer/recipe.py --format docker --context DIR
 
-FROM rocm/dev-ubuntu-22.04:6.2.4 AS devel
+FROM docker.io/rocm/dev-ubuntu-22.04:6.2.4 AS devel
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
@@ -197,7 +197,7 @@ RUN mkdir -p /opt/rocm-runtime/lib /opt/rocm-runtime/.work && \
     sort -u -o /opt/rocm-runtime/share/gen-recipe/distro-packages.txt /opt/rocm-runtime/.work/packages.txt && \
     rm -rf /opt/rocm-runtime/.work
 
-FROM ubuntu:22.04 AS runtime
+FROM docker.io/library/ubuntu:22.04 AS runtime
 
 # Distro package versions follow the base image release; the site file pins the image, not them.
 # hadolint ignore=DL3008
