@@ -84,7 +84,34 @@ def test_downloads_carry_the_check_a_reason_or_a_note():
     pragma = _rendered(lambda: download(key, outfile="/var/tmp/intel.pub"), "docker").splitlines()
     assert pragma[1] == f"# hadolint ignore={UNCHECKED_DOWNLOAD_RULE}" and "no checksum" in pragma[0]
     assert pragma[2].startswith("RUN wget")
-    unknown = _rendered(lambda: checked_commands(["wget -q -P /var/tmp https://example.org/x-1.tgz"]), "docker")
-    assert unknown.startswith("# no sha256 for x-1.tgz in generator/checksums.toml") and "sha256sum" not in unknown
-    assert _rendered(lambda: download("https://example.org/x-1.tgz", directory="/var/tmp"), "apptainer") \
-        .startswith("%post\n    cd /\n    # no sha256 for x-1.tgz in generator/checksums.toml")
+    for fmt, make in (("docker", lambda: checked_commands(["wget -q -P /var/tmp https://example.org/x-1.tgz"])),
+                      ("apptainer", lambda: download("https://example.org/x-1.tgz", directory="/var/tmp"))):
+        with pytest.raises(checksums.ChecksumError, match="no sha256 for x-1.tgz .https://example.org/x-1.tgz."):
+            _rendered(make, fmt)                 # nothing is downloaded unverified: the generation stops
+
+
+def test_every_image_mpich_a_cray_mpich_can_select_has_its_checksum():
+    """plan.CRAY_MPICH_TO_MPICH: each Cray MPICH series maps to an MPICH the images build from source."""
+    from generator.recipe.plan import CRAY_MPICH_TO_MPICH
+    for series, version in CRAY_MPICH_TO_MPICH.items():
+        assert re.fullmatch(r"[0-9a-f]{64}", checksums.sha256("mpich", version)), (series, version)
+
+
+def test_a_frontier_copy_on_todays_pair_generates_checked_and_an_unknown_version_stops_in_one_line(tmp_path):
+    """OLCF's recommended cpe/25.09 pair (cray-mpich-abi/9.0.1, rocm/6.4.2) in a copy of frontier.toml: the image's
+    MPICH 4.1.2 download is checked; an Open MPI version the table lacks (a copy of ifca.toml) stops with one line."""
+    from tests.conftest import REPO
+    from tests.helpers import run_cli
+    text = (REPO / "sites" / "frontier.toml").read_text(encoding="utf-8")
+    copy = tmp_path / "frontier-2509.toml"
+    copy.write_text(text.replace("8.1.31", "9.0.1").replace("6.2.4", "6.4.2"), encoding="utf-8")
+    r = run_cli("--site", str(copy), "--recipe", "osu", "--format", "docker", "--out", str(tmp_path / "out"))
+    assert r.code == 0, r.err
+    out = (tmp_path / "out" / "frontier" / "osu.Dockerfile").read_text(encoding="utf-8")
+    assert f'echo "{checksums.sha256("mpich", "4.1.2")}  /var/tmp/mpich-4.1.2.tar.gz"' in out
+    ifca = tmp_path / "ifca-413.toml"
+    ifca.write_text((REPO / "sites" / "ifca.toml").read_text(encoding="utf-8").replace('version = "4.1.0"', 'version = "4.1.3"', 1),
+                    encoding="utf-8")
+    r = run_cli("--site", str(ifca), "--recipe", "osu", "--format", "docker", "--out", str(tmp_path / "out2"))
+    assert r.code == 2 and r.err.count("\n") == 1 and "no sha256 for openmpi-4.1.3.tar.bz2" in r.err, r.err
+    assert not (tmp_path / "out2" / "ifca").exists()

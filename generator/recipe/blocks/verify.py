@@ -17,9 +17,8 @@ shell primitives their check where our code creates the block, before anything i
 A download whose upstream publishes no checksum (the table's [unpublished], with the reason) gets the
 reason on a comment line and an ignore of the unchecked-download rule (UNCHECKED_DOWNLOAD_RULE): lines
 of %post above the download, or in a Dockerfile lines above its RUN (`clean.Note`). A download with
-neither (a version of your own site that the table does not know) is left unverified with a comment
-that says so, and `gen-recipe lint` reports it (the unchecked-download rule); the shipped sites have
-none (tests/lint/test_checksums.py).
+neither (a version of your own site that the table does not know) stops the generation with one line
+naming the file and the table (ChecksumError, exit 2): nothing is downloaded unverified.
 """
 
 from __future__ import annotations
@@ -54,8 +53,9 @@ def checked(command: str, url: str, path: str, end: int | None = None) -> list[s
         return [command, f'echo "{sha}  {path}" | sha256sum -c -']
     reason = checksums.unpublished(url)
     if not reason:
-        note = f"# no sha256 for {posixpath.basename(url)} in {TABLE}: add it with its source"
-        return [Note(note) if docker() else note, command]
+        raise checksums.ChecksumError(
+            f"{TABLE}: no sha256 for {posixpath.basename(url)} ({url}), which this site's versions select: add it "
+            "with its source (the project's published checksum, or Spack's package.py), or pin a version the table has")
     if docker():
         return [Note(f"# {reason} ({TABLE})", ignore=UNCHECKED_DOWNLOAD_RULE), command]
     return [f"# {reason} ({TABLE})", DEF_PRAGMA.format(rules=UNCHECKED_DOWNLOAD_RULE), command]
