@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runtime", default=None, help="container runtime (default: the site's)")
     parser.add_argument("--bare", action="store_true", help="the bare-metal twin: same modules, env and launcher")
     parser.add_argument("--image", default=None, help="image to run (default: what gen-recipe build makes)")
-    parser.add_argument("--time", default="00:30:00", help="wall-clock limit HH:MM:SS (default: 00:30:00)")
+    parser.add_argument("--time", default="00:30:00", help="wall-clock limit in any form Slurm's --time takes: MM, MM:SS, HH:MM:SS, "
+                        "D-HH, D-HH:MM, D-HH:MM:SS (written HH:MM:SS; default: 00:30:00)")
     parser.add_argument("--account", default="", help="account/project to charge (#SBATCH --account; required where "
                         "the site's [scheduler] says so)")
     parser.add_argument("--partition", default="", help="partition/queue (default: the site's for this kind of job)")
@@ -88,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         replaceable(Path(args.out), follow_symlinks=False, flag=None)   # and an --out the write path would refuse
         job = replace(job, workloads_dir=str(payload.pythonpath(Path("build"))))
     text = script(site, job)
+    for note in plan_job(site, job).policy.notes:                   # what the site file could not check: said
+        print(f"gen-recipe: note: {note}", file=sys.stderr)
     if args.out:
         write_atomic(args.out, text, mode=0o755, flag=None)     # launch has no --follow-symlinks
         print(shown(str(args.out)))

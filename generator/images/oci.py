@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -58,6 +59,18 @@ def _build(site: Site, recipe: catalog.Recipe, local: str, builder: str, target:
     with tempfile.TemporaryDirectory(prefix="context-", dir=cache_dir) as ctx:
         prepare_context(site, recipe, "docker", Path(ctx), cache_dir, progress)
         secret = ca_bundle() if site.software.pip_cert_secret and builder != "ch-image" else None
+        if Path(builder).name == "ch-image":
+            short_names(Path(ctx) / "Dockerfile")
         stream(build_argv(builder, Path(ctx), local, target=target, secret=secret, cache_from=cache_from,
                           cache_to=cache_to, platform=plat), progress,
                f"{builder} build of {local}" + (f" for {plat} (emulated)" if plat else ""))
+
+
+def short_names(dockerfile: Path) -> None:
+    """The generated FROM lines name Docker Hub (docker.io/...) for podman and buildah; ch-image takes short names
+    as Docker Hub's and fails on the explicit host (Charliecloud issue #1183, open: "ch-image pull docker.io/...
+    fails"): for it, the same images by their short names (the meaning is the same: Docker Hub's)."""
+    text = dockerfile.read_text(encoding="utf-8")
+    fixed = re.sub(r"^(FROM\s+(?:--\S+\s+)*)docker\.io/(?:library/)?", r"\1", text, flags=re.M | re.I)
+    if fixed != text:
+        dockerfile.write_text(fixed, encoding="utf-8")

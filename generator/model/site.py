@@ -175,6 +175,8 @@ class SchedulerPolicy(Facts):
     job_qos: str = fact("regular", "", "QOS of jobs, where the site's default QOS is not meant for them ('': the default)",
                         kind="word")
     debug_qos: str = fact("debug", "", "QOS of short test runs, gen-recipe launch --debug", kind="word")
+    lists_complete: bool = fact(True, False, "partitions and qos list every one the site has: launch refuses another "
+                                "name (a typo), with the nearest; else another is taken as given, with a note")
     constraint: str = fact("gpu", "", "node feature every job must ask for (--constraint)", kind="word")
     account: Literal["required", "optional"] = fact("required", "optional",
                                                    "whether the scheduler refuses a job that names no account (-A)")
@@ -715,6 +717,9 @@ def _check_scheduler(site: Site, fail) -> None:
             if x.name.upper() == "DEFAULT":
                 fail(f"scheduler.{what}[{i}].name", "DEFAULT is Slurm's keyword for the defaults of every entry",
                      "write the name the site gives it")
+            if x.max_time and wall_seconds(x.max_time) is None:
+                fail(f"scheduler.{what}[{i}].max_time", f"{x.max_time} is not a wall time Slurm takes ({WALL_TIME_FORMS}; "
+                     "hours below 24 after a day)", 'write the limit, e.g. "12:00:00" or "2-00:00:00"')
             if x.max_time and not wall_seconds(x.max_time):
                 fail(f"scheduler.{what}[{i}].max_time", f"{x.max_time} admits no job", 'write the limit, e.g. "12:00:00"')
     for i, p in enumerate(sched.partitions):
@@ -725,7 +730,8 @@ def _check_scheduler(site: Site, fail) -> None:
                 fail(f"{key}.max_nodes", f"{b.max_nodes} does not follow the bin before ({previous} nodes)",
                      "list the bins smallest jobs first, each max_nodes above the previous one")
             if not wall_seconds(b.max_time):
-                fail(f"{key}.max_time", f"{b.max_time} admits no job", 'write the limit, e.g. "02:00:00"')
+                fail(f"{key}.max_time", f"{b.max_time} " + ("admits no job" if wall_seconds(b.max_time) == 0 else
+                     f"is not a wall time Slurm takes ({WALL_TIME_FORMS})"), 'write the limit, e.g. "02:00:00"')
             if p.max_time and wall_seconds(b.max_time) > wall_seconds(p.max_time):
                 fail(f"{key}.max_time", f"{b.max_time} is above the partition's max_time {p.max_time}",
                      "write the bin's own limit (the partition's max_time holds beyond the last bin)")

@@ -92,6 +92,7 @@ class Policy:
     cpus_per_task: int = 0              # asked in the allocation as on the launcher line (0: not asked)
     mem_per_gpu: str = ""
     options: tuple[str, ...] = ()       # the site's template options, then the collectives' (site.fabric)
+    notes: tuple[str, ...] = ()         # what the site file could not check (a partition it does not list): said, not refused
 
     def slurm_options(self) -> list[str]:
         """The policy as sbatch/salloc options (without nodes, tasks, GPUs and time)."""
@@ -113,12 +114,18 @@ def _hms(wall: str) -> str:
     return site_mod.hms(_seconds(wall))
 
 
-def _named(site: Site, option: str, value: str, names: Sequence[str], table: str) -> None:
-    """A --partition or --qos the site lists (a typo would reach sbatch, and the job wait in no queue)."""
-    if value and names and value not in names:
-        raise UsageError(f"{option} {shown(value)}: site {site.name} has no such {table[:-1] if table != 'qos' else 'QOS'} "
-                         f"({did_you_mean(value, names)}; [[scheduler.{table}]] of {site.path}): give one it lists, "
-                         f"or add it to a copy of the site file")
+def _named(site: Site, option: str, value: str, names: Sequence[str], table: str) -> str:
+    """A --partition or --qos the site lists; one it does not is refused where the site file lists them all
+    (scheduler.lists_complete: a typo would reach sbatch), else taken as given with a note ("": listed)."""
+    if not value or not names or value in names:
+        return ""
+    what = "QOS" if table == "qos" else table[:-1]
+    where = f"[[scheduler.{table}]] of {site.path}"
+    if site.scheduler.lists_complete:
+        raise UsageError(f"{option} {shown(value)}: site {site.name} has no such {what} ({did_you_mean(value, names)}; "
+                         f"{where}, which lists them all): give one it lists")
+    return (f"{option} {shown(value)} is not among the {what} names site {site.name} lists ({did_you_mean(value, names)}; "
+            f"{where}): taken as given")
 
 
 def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:00", account: str = "",
@@ -137,11 +144,11 @@ def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:
     if qos and kind != "slurm":
         raise UsageError(f"--qos: site {site.name} runs {kind}, whose scripts take no QOS here: leave it out")
     rule = f"[scheduler] of {site.path}"
-    # a partition or QOS the site file does not list is refused, with the nearest it lists (a site that lists none:
-    # taken as given)
-    _named(site, "--partition", partition, [p.name for p in sched.partitions], "partitions")
-    if kind == "slurm":
-        _named(site, "--qos", qos, [q.name for q in sched.qos], "qos")
+    # a partition or QOS the site file does not list: refused where it lists them all (scheduler.lists_complete), else
+    # a note (a site that lists none: taken as given)
+    notes = tuple(n for n in (_named(site, "--partition", partition, [p.name for p in sched.partitions], "partitions"),
+                              _named(site, "--qos", qos, [q.name for q in sched.qos], "qos") if kind == "slurm" else "")
+                  if n)
     if partition and gpus and sched.partition(partition) is not None and not sched.partition(partition).gpus:
         raise UsageError(f"--partition {shown(partition)}: site {site.name}'s partition has no GPUs ({rule}), and the job "
                          f"asks {gpus} per node: choose a GPU partition, or --gpus-per-node 0")
@@ -167,7 +174,7 @@ def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:
         most, size = limits.max_time_for(nodes) if what == "partition" else (limits.max_time, "")
         if most and _seconds(time) > _seconds(most):
             of = f" a job of {size} (time_by_nodes)" if size else " a job"
-            raise UsageError(f"site {site.name}: {what} {limits.name} runs{of} at most {most}, not {_hms(time)} "
+            raise UsageError(f"site {site.name}: {what} {limits.name} runs{of} at most {_hms(most)}, not {_hms(time)} "
                              f"({rule}): give --time {_hms(most)} or less, or another --{what.lower()}"
                              + (" or more --nodes" if size else ""))
     shared = bool(sched.partition(part) and sched.partition(part).shared)
@@ -176,7 +183,7 @@ def policy(site: Site, *, nodes: int, gpus: int, tasks: int, time: str = "00:30:
     return Policy(partition=part, qos=chosen_qos if kind == "slurm" else "",
                   constraint=sched.constraint, account=account, cpus_per_task=cpus,
                   mem_per_gpu=sched.mem_per_gpu if shared and gpus else "",
-                  options=(*sched.options, *site.fabric.collectives.sbatch) if kind == "slurm" else ())
+                  options=(*sched.options, *site.fabric.collectives.sbatch) if kind == "slurm" else (), notes=notes)
 
 
 def _cpus_per_task(options: Sequence[str]) -> int:
@@ -208,7 +215,8 @@ def _torque(p: JobPlan, name: str) -> list[str]:
 
 
 def _lsf(p: JobPlan, name: str) -> list[str]:
-    h, m, _ = (p.job.time.split(":") + ["0", "0"])[:3]
+    minutes = -(-_seconds(p.job.time) // 60)          # LSF's -W [hour:]minute: up to the next minute, as Slurm
+    h, m = minutes // 60, minutes % 60
     lines = [f"#BSUB -J {name}", f"#BSUB -n {p.job.nodes * p.tasks}", f'#BSUB -R "span[ptile={p.tasks}]"',
              f"#BSUB -W {int(h):d}:{int(m):02d}"]
     lines += [f'#BSUB -gpu "num={p.gpus}"'] if p.gpus else []
@@ -475,7 +483,7 @@ def _header(p: JobPlan) -> list[str]:
                                                   else "the container's own MPI, one container per rank")
     out = ["#!/bin/bash", *(comment(d.removeprefix("#"), mark="#") for d in DIRECTIVES[site.host.scheduler](p, name)),
            comment(f"Generated by gen-recipe {__version__}: gen-recipe launch {' '.join(flags)}"),
-           comment(site.description), comment(what)]
+           comment(site.description), comment(what), *(comment(f"note: {n}") for n in p.policy.notes)]
     if not job.bare:
         out += [comment(x) for x in image_lines(p, flags[0].removeprefix("--site "))]
     out.append("set -euo pipefail")

@@ -68,7 +68,7 @@ def sinfo_argv() -> list[str]:
 # An option given to sbatch/salloc from the command line (--sbatch-arg): --name=value, value without
 # anything a shell or Slurm's own parser would take apart.
 OPTION = re.compile(r"--[a-z][a-z-]{0,40}(=[A-Za-z0-9_.:,@%+/=-]{1,200})?")
-TIME = re.compile(r"(\d+-)?\d{1,3}(:\d{2}){0,2}")
+TIME = re.compile(r"([0-9]+-)?[0-9]{1,3}(:[0-5][0-9]){0,2}")     # ASCII digits, minutes and seconds below 60
 
 
 def check_options(options: Sequence[str]) -> str | None:

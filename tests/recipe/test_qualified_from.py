@@ -64,3 +64,30 @@ def test_podman_takes_every_generated_base_as_a_name(tmp_path, monkeypatch):
     for ref, proc in pulls.items():
         _, err = proc.communicate(timeout=120)
         assert proc.returncode and "short-name" not in err and "127.0.0.1:1" in err, (ref, err)
+
+
+def test_ch_image_builds_take_the_short_names_back(tmp_path):
+    """ch-image reads a short name as Docker Hub's and fails on the explicit docker.io host (Charliecloud issue
+    #1183): `gen-recipe build` with it rewrites the context's FROM lines to the same images' short names."""
+    from generator.images.oci import short_names
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM docker.io/library/ubuntu:22.04 AS runtime\nFROM --platform=linux/amd64 docker.io/nvidia/cuda:12.8.1"
+                  "-devel-ubuntu22.04 AS devel\nFROM localhost/debian:bookworm\nRUN echo docker.io/library/x\n")
+    short_names(df)
+    assert df.read_text() == ("FROM ubuntu:22.04 AS runtime\nFROM --platform=linux/amd64 nvidia/cuda:12.8.1-devel-ubuntu22.04"
+                              " AS devel\nFROM localhost/debian:bookworm\nRUN echo docker.io/library/x\n")
+
+
+def test_a_definition_from_a_local_file_or_the_library_keeps_its_name(tmp_path):
+    """Only the docker agent's From: names a registry image; localimage names a file, library a library path."""
+    from generator.recipe import render
+    from generator.model import site as site_mod
+    text = (REPO / "sites" / "frontier.toml").read_text(encoding="utf-8")
+    for bootstrap, devel, want in (("localimage", "images/dev.sif", "From: images/dev.sif"),
+                                   ("library", "library/default/ubuntu:22.04", "From: library/default/ubuntu:22.04")):
+        copy = tmp_path / f"{bootstrap}.toml"
+        changed = re.sub(r'^devel = ".*"$', f'devel = "{devel}"', text, count=1, flags=re.M)
+        changed = re.sub(r"^\[images\.rocm\]$", f'[images.rocm]\nbootstrap = "{bootstrap}"\nversion = "6.2.4"', changed, count=1, flags=re.M)
+        copy.write_text(changed, encoding="utf-8")
+        out = render.recipe_text(site_mod.load(str(copy)), "pytorch", "apptainer")
+        assert want in out, [ln for ln in out.splitlines() if ln.startswith(("From:", "Bootstrap:", "BootStrap:"))]

@@ -172,3 +172,16 @@ def test_a_partition_or_qos_the_site_does_not_list_is_refused_with_the_nearest()
     assert r.code == 2 and "--qos 'debugg': site frontier has no such QOS (did you mean 'debug'?" in r.err
     r = run_cli(*base, "--partition", "extended", "--qos", "debug")
     assert r.code == 0, r.err
+
+
+def test_a_name_a_site_may_have_but_does_not_list_is_taken_with_a_note():
+    """LUMI's CPU partition `small` and Leonardo's `boost_qos_bprod` are real; their files list the GPU jobs' ones
+    and do not say their lists are complete (scheduler.lists_complete): taken as given, said on stderr and in the
+    script, never refused."""
+    r = run_cli("launch", "--site", "lumi", "--account", "project_465000000", "--image", "x.sif", "--gpus-per-node", "0",
+                "--partition", "small")
+    assert r.code == 0 and "#SBATCH --partition=small" in directives(r.out), r.err
+    note = "--partition 'small' is not among the partition names site lumi lists (did you mean 'small-g'?"
+    assert f"gen-recipe: note: {note}" in r.err and f"# note: {note}" in r.out
+    r = run_cli("launch", "--site", "leonardo", "--account", "p", "--image", "x.sif", "--qos", "boost_qos_bprod")
+    assert r.code == 0 and "#SBATCH --qos=boost_qos_bprod" in directives(r.out) and "gen-recipe: note: --qos" in r.err

@@ -45,7 +45,9 @@ def _distro(site: Site) -> str:
 
 
 def base(site: Site, which: str, name: str) -> baseimage:
-    image = site.base.qualified(site.base.devel if which == "devel" else site.base.runtime)     # never a short name
+    image = site.base.devel if which == "devel" else site.base.runtime
+    if docker() or site.base.bootstrap == "docker":      # a registry's image: never a short name (localimage: a file)
+        image = site.base.qualified(image)
     return baseimage(image=image if docker() else site.base.source(image), _as=name, _distro=_distro(site), _arch=site.host.arch,
                      _bootstrap=site.base.bootstrap)
 
