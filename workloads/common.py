@@ -160,12 +160,40 @@ def environment():
            # a preloaded allocator (not the MPI libraries bind mode preloads on purpose)
            "allocator": sorted(os.path.basename(x) for x in os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
                                if any(a in x for a in ("jemalloc", "tcmalloc", "mimalloc"))),
+           "scheduling": scheduling_context(),
            **{k: os.environ.get(k) for k in ENV_THAT_MATTERS}}
     if torch is not None:
         env.update(torch=torch.__version__, torch_build=hashlib.sha256(torch.__config__.show().encode()).hexdigest()[:16],
                    threads=torch.get_num_threads(), cpu_capability=torch.backends.cpu.get_cpu_capability(),
                    mkl=torch.backends.mkl.is_available(), mkldnn=torch.backends.mkldnn.is_available())
     return env
+
+
+def cpu_cgroup(text=None):
+    """This process's cgroup for the CPU controller (cgroup v1's cpu line of /proc/self/cgroup, else the unified
+    hierarchy's), e.g. "/" or "/libpod_parent/libpod-ab12"; None when unreadable."""
+    if text is None:
+        try:
+            with open("/proc/self/cgroup", encoding="utf-8") as f:
+                text = f.read()
+        except OSError:
+            return None
+    lines = [ln.split(":", 2) for ln in text.splitlines() if ln.count(":") >= 2]
+    path = next((p for _, controllers, p in lines if "cpu" in controllers.split(",")), None)
+    return path if path is not None else next((p for hid, controllers, p in lines if hid == "0" and controllers == ""), None)
+
+
+def scheduling_context(text=None):
+    """Where the kernel's CPU scheduler places this process, coarsely: "top" (the root cgroup, where a process of
+    its own session is an autogroup of its own, or a cgroup directly under the root), else "under /FIRST" (a
+    group nested under FIRST: podman's libpod_parent shares one weight among all running containers, so a
+    measured container there gets less CPU beside other containers than a top-level side). A container in a
+    private cgroup namespace (cgroup v2's default) sees "/" and reads as "top"; None when unreadable."""
+    path = cpu_cgroup(text)
+    if path is None:
+        return None
+    parts = [p for p in path.split("/") if p]
+    return "top" if len(parts) <= 1 else f"under /{parts[0]}"
 
 
 def import_torch():

@@ -58,6 +58,7 @@ class Options:
     allow_root: bool = False                  # runs as root: udocker --allow-root, podman ranks --user=0
     execmode: str = "P1"                      # udocker execution mode (P1 = PRoot, as in the IFCA study)
     interactive: bool = False                 # keep stdin open (workloads' --serve mode reads it)
+    cgroup_parent: str = ""                   # podman/docker: where the container's cgroup goes ("": the runtime's own)
 
 
 @dataclass(frozen=True)
@@ -321,6 +322,7 @@ def oci(site: Site, image: str, command: Sequence[str], opts: Options, name: str
     namespaces, the launcher's variables, the host /tmp (Open MPI's session directory) and the host
     user (root: --user=0; rootless podman: --userns=keep-id), else it cannot reach the PMIx server."""
     argv = [name, "run", "--rm", *_interactive(name, opts)]
+    argv += [f"--cgroup-parent={opts.cgroup_parent}"] if opts.cgroup_parent else []
     binds = [*site_binds(site, opts), *opts.binds]
     if opts.mpi:
         argv += MPI_NAMESPACES

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -448,7 +449,27 @@ def run_options(options: SuiteOptions, runtime: str, *, mpi: bool = False, env=N
     from generator.run import runtimes
 
     return runtimes.Options(mode=mode_of(options, runtime), gpus=0, mpi=mpi, env=dict(env or {}),
-                            allow_root=os.geteuid() == 0, interactive=True)
+                            allow_root=os.geteuid() == 0, interactive=True, cgroup_parent=scheduling_parent(runtime))
+
+
+def scheduling_parent(runtime: str) -> str:
+    """Where a measured container's cgroup goes so that it competes for the CPU as the bare side does
+    (docs/measuring.md, "Both sides in one scheduling context"). The bare side's fork server starts a session of
+    its own, so the kernel schedules it as an autogroup of its own at the top level (weight 1024); podman
+    (cgroupfs) puts every container's group under one `libpod_parent`, which shares one weight among all
+    running containers: beside other containers (a neighbour's, or the other worker's measured one) the
+    measured container got half a CPU's share or less, and podman's comparisons failed on a busy machine.
+    As root with podman's cgroupfs manager: the parent of this process's cgroup (the bare side's), so that each
+    container is a group of its own beside it ("/" where the suite runs in the root cgroup, as in CI); elsewhere
+    "" (the runtime's own: rootless podman and systemd's slices are not changed)."""
+    from workloads.common import cpu_cgroup
+
+    here = cpu_cgroup()
+    if runtime != "podman" or os.geteuid() != 0 or here is None:
+        return ""
+    proc = subprocess.run(["podman", "info", "--format", "{{.Host.CgroupManager}}"], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    return (os.path.dirname(here.rstrip("/")) or "/") if proc.returncode == 0 and proc.stdout.strip() == "cgroupfs" else ""
 
 
 class Images:
