@@ -17,13 +17,13 @@ try:
 except ModuleNotFoundError:                     # Python 3.10
     import tomli as tomllib
 
-from generator.errors import GenRecipeError
+from generator.errors import RecipeError
 
 TABLE = Path(__file__).resolve().parents[1] / "checksums.toml"   # generator/checksums.toml (data; generated comments name it)
 
 
-class ChecksumError(GenRecipeError):
-    """A download the generator makes has no recorded checksum."""
+class ChecksumError(RecipeError):
+    """A download the generator makes has no recorded checksum (a RecipeError: the site file is named with it)."""
 
 
 @functools.cache

@@ -54,8 +54,9 @@ def checked(command: str, url: str, path: str, end: int | None = None) -> list[s
     reason = checksums.unpublished(url)
     if not reason:
         raise checksums.ChecksumError(
-            f"{TABLE}: no sha256 for {posixpath.basename(url)} ({url}), which this site's versions select: add it "
-            "with its source (the project's published checksum, or Spack's package.py), or pin a version the table has")
+            f"no sha256 for {posixpath.basename(url)} ({url}) in {TABLE}: a version the site file selects (mpi.version, "
+            "the fabric's and software's versions) is one the table lacks; pin a version it has, or add the sha256 with its "
+            "source (the project's published checksum, or Spack's package.py)")
     if docker():
         return [Note(f"# {reason} ({TABLE})", ignore=UNCHECKED_DOWNLOAD_RULE), command]
     return [f"# {reason} ({TABLE})", DEF_PRAGMA.format(rules=UNCHECKED_DOWNLOAD_RULE), command]
