@@ -59,6 +59,7 @@ class Options:
     execmode: str = "P1"                      # udocker execution mode (P1 = PRoot, as in the IFCA study)
     interactive: bool = False                 # keep stdin open (workloads' --serve mode reads it)
     cgroup_parent: str = ""                   # podman/docker: where the container's cgroup goes ("": the runtime's own)
+    host_cgroupns: bool = False               # podman/docker: the host's cgroup namespace (the container sees where it is)
 
 
 @dataclass(frozen=True)
@@ -323,6 +324,7 @@ def oci(site: Site, image: str, command: Sequence[str], opts: Options, name: str
     user (root: --user=0; rootless podman: --userns=keep-id), else it cannot reach the PMIx server."""
     argv = [name, "run", "--rm", *_interactive(name, opts)]
     argv += [f"--cgroup-parent={opts.cgroup_parent}"] if opts.cgroup_parent else []
+    argv += ["--cgroupns=host"] if opts.host_cgroupns else []
     binds = [*site_binds(site, opts), *opts.binds]
     if opts.mpi:
         argv += MPI_NAMESPACES

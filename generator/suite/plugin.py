@@ -449,7 +449,8 @@ def run_options(options: SuiteOptions, runtime: str, *, mpi: bool = False, env=N
     from generator.run import runtimes
 
     return runtimes.Options(mode=mode_of(options, runtime), gpus=0, mpi=mpi, env=dict(env or {}),
-                            allow_root=os.geteuid() == 0, interactive=True, cgroup_parent=scheduling_parent(runtime))
+                            allow_root=os.geteuid() == 0, interactive=True, cgroup_parent=scheduling_parent(runtime),
+                            host_cgroupns=runtime in ("podman", "docker"))     # its record then says where it runs
 
 
 def scheduling_parent(runtime: str) -> str:
@@ -459,17 +460,22 @@ def scheduling_parent(runtime: str) -> str:
     (cgroupfs) puts every container's group under one `libpod_parent`, which shares one weight among all
     running containers: beside other containers (a neighbour's, or the other worker's measured one) the
     measured container got half a CPU's share or less, and podman's comparisons failed on a busy machine.
-    As root with podman's cgroupfs manager: the parent of this process's cgroup (the bare side's), so that each
-    container is a group of its own beside it ("/" where the suite runs in the root cgroup, as in CI); elsewhere
-    "" (the runtime's own: rootless podman and systemd's slices are not changed)."""
+    As root with podman's cgroupfs manager: this process's cgroup (the bare side's), so that each container is
+    a group of its own inside it, one entity beside the bare side ("/" where the suite runs in the root cgroup,
+    as in CI); elsewhere "" (the runtime's own: rootless podman and systemd's slices are not changed, and there
+    the sides' records, `scheduling`, decide whether a verdict is given). Measured containers also run in the
+    host's cgroup namespace (run_options), so that their record says where they are."""
     from workloads.common import cpu_cgroup
 
     here = cpu_cgroup()
     if runtime != "podman" or os.geteuid() != 0 or here is None:
         return ""
-    proc = subprocess.run(["podman", "info", "--format", "{{.Host.CgroupManager}}"], capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
-    return (os.path.dirname(here.rstrip("/")) or "/") if proc.returncode == 0 and proc.stdout.strip() == "cgroupfs" else ""
+    try:
+        proc = subprocess.run(["podman", "info", "--format", "{{.Host.CgroupManager}}"], capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return here if proc.returncode == 0 and proc.stdout.strip() == "cgroupfs" else ""
 
 
 class Images:
