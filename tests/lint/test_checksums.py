@@ -99,7 +99,7 @@ def test_every_image_mpich_a_cray_mpich_can_select_has_its_checksum():
 
 def test_a_frontier_copy_on_todays_pair_generates_checked_and_an_unknown_version_stops_in_one_line(tmp_path):
     """OLCF's recommended cpe/25.09 pair (cray-mpich-abi/9.0.1, rocm/6.4.2) in a copy of frontier.toml: the image's
-    MPICH 4.1.2 download is checked; an Open MPI version the table lacks (a copy of ifca.toml) stops with one line."""
+    MPICH 4.1.2 download is checked; an Open MPI version the table lacks (4.0.7 in a copy of ifca.toml) stops with one line."""
     from tests.conftest import REPO
     from tests.helpers import run_cli
     text = (REPO / "sites" / "frontier.toml").read_text(encoding="utf-8")
@@ -109,9 +109,9 @@ def test_a_frontier_copy_on_todays_pair_generates_checked_and_an_unknown_version
     assert r.code == 0, r.err
     out = (tmp_path / "out" / "frontier" / "osu.Dockerfile").read_text(encoding="utf-8")
     assert f'echo "{checksums.sha256("mpich", "4.1.2")}  /var/tmp/mpich-4.1.2.tar.gz"' in out
-    ifca = tmp_path / "ifca-413.toml"
-    ifca.write_text((REPO / "sites" / "ifca.toml").read_text(encoding="utf-8").replace('version = "4.1.0"', 'version = "4.1.3"', 1),
+    ifca = tmp_path / "ifca-407.toml"
+    ifca.write_text((REPO / "sites" / "ifca.toml").read_text(encoding="utf-8").replace('version = "4.1.0"', 'version = "4.0.7"', 1),
                     encoding="utf-8")
     r = run_cli("--site", str(ifca), "--recipe", "osu", "--format", "docker", "--out", str(tmp_path / "out2"))
-    assert r.code == 2 and r.err.count("\n") == 1 and "no sha256 for openmpi-4.1.3.tar.bz2" in r.err, r.err
+    assert r.code == 2 and r.err.count("\n") == 1 and "no sha256 for openmpi-4.0.7.tar.bz2" in r.err, r.err
     assert not (tmp_path / "out2" / "ifca").exists()
