@@ -4,7 +4,7 @@
                       [--tasks-per-node T] [--mode bind|hybrid] [--runtime R] [--bare]
                       [--image REF] [--out FILE] [-- WORKLOAD ARGS...]
 
-The script itself comes from `generator.run.launch.script(site, job)` (pure); this prints it or writes
+The script itself comes from `generator.run.launch.script_of(plan_job(site, job))` (pure); this prints it or writes
 it atomically.
 """
 
@@ -22,7 +22,7 @@ from generator.errors import shown
 from generator.files import replaceable, write_atomic
 from generator.model import site as site_mod
 from generator.recipe import catalog, payload
-from generator.run.launch import Job, check_job, plan_job, script
+from generator.run.launch import Job, check_job, plan_job, script_of
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,8 +89,9 @@ def run(args: argparse.Namespace) -> int:
         plan_job(site, job)                                         # what the site refuses, refused before the folder
         replaceable(Path(args.out), follow_symlinks=False, flag=None)   # and an --out the write path would refuse
         job = replace(job, workloads_dir=str(payload.pythonpath(Path("build"))))
-    text = script(site, job)
-    for note in plan_job(site, job).policy.notes:                   # what the site file could not check: said
+    plan = plan_job(site, job)
+    text = script_of(plan)
+    for note in plan.policy.notes:                                  # what the site file could not check: said
         print(f"gen-recipe: note: {note}", file=sys.stderr)
     if args.out:
         write_atomic(args.out, text, mode=0o755, flag=None)     # launch has no --follow-symlinks

@@ -717,11 +717,9 @@ def _check_scheduler(site: Site, fail) -> None:
             if x.name.upper() == "DEFAULT":
                 fail(f"scheduler.{what}[{i}].name", "DEFAULT is Slurm's keyword for the defaults of every entry",
                      "write the name the site gives it")
-            if x.max_time and wall_seconds(x.max_time) is None:
-                fail(f"scheduler.{what}[{i}].max_time", f"{x.max_time} is not a wall time Slurm takes ({WALL_TIME_FORMS}; "
-                     "hours below 24 after a day)", 'write the limit, e.g. "12:00:00" or "2-00:00:00"')
-            if x.max_time and not wall_seconds(x.max_time):
-                fail(f"scheduler.{what}[{i}].max_time", f"{x.max_time} admits no job", 'write the limit, e.g. "12:00:00"')
+            if x.max_time and _wall_problem(x.max_time):
+                fail(f"scheduler.{what}[{i}].max_time", f"{x.max_time} {_wall_problem(x.max_time)}",
+                     'write the limit, e.g. "12:00:00" or "2-00:00:00"')
     for i, p in enumerate(sched.partitions):
         previous = 0
         for j, b in enumerate(p.time_by_nodes):
@@ -729,9 +727,8 @@ def _check_scheduler(site: Site, fail) -> None:
             if b.max_nodes <= previous:
                 fail(f"{key}.max_nodes", f"{b.max_nodes} does not follow the bin before ({previous} nodes)",
                      "list the bins smallest jobs first, each max_nodes above the previous one")
-            if not wall_seconds(b.max_time):
-                fail(f"{key}.max_time", f"{b.max_time} " + ("admits no job" if wall_seconds(b.max_time) == 0 else
-                     f"is not a wall time Slurm takes ({WALL_TIME_FORMS})"), 'write the limit, e.g. "02:00:00"')
+            if _wall_problem(b.max_time):
+                fail(f"{key}.max_time", f"{b.max_time} {_wall_problem(b.max_time)}", 'write the limit, e.g. "02:00:00"')
             if p.max_time and wall_seconds(b.max_time) > wall_seconds(p.max_time):
                 fail(f"{key}.max_time", f"{b.max_time} is above the partition's max_time {p.max_time}",
                      "write the bin's own limit (the partition's max_time holds beyond the last bin)")
@@ -777,6 +774,14 @@ def wall_seconds(wall: str) -> int | None:
     if "c" in g:                                        # hours:minutes:seconds
         return (g["a"] * 60 + g["b"]) * 60 + g["c"]
     return g["a"] * 60 + g.get("b", 0)                  # minutes[:seconds]
+
+
+def _wall_problem(wall: str) -> str:
+    """Why a site file's wall time is no limit a job can have ("": it is one)."""
+    seconds = wall_seconds(wall)
+    if seconds is None:
+        return f"is not a wall time Slurm takes ({WALL_TIME_FORMS}; hours below 24 after a day)"
+    return "" if seconds else "admits no job"
 
 
 def hms(seconds: int) -> str:

@@ -545,7 +545,12 @@ def pull_command(p: JobPlan) -> str:
 
 def script(site: Site, job: Job) -> str:
     """The batch script for `job` at `site` (pure)."""
-    p = plan_job(site, job)
+    return script_of(plan_job(site, job))
+
+
+def script_of(p: JobPlan) -> str:
+    """The batch script of a planned job (pure)."""
+    site, job = p.site, p.job
     out = _header(p)
     mods = modules(p)
     if mods:
