@@ -16,7 +16,7 @@ import pytest
 from generator.model.site import Tolerance
 from generator.suite import result
 from generator.suite import harness
-from generator.suite.plugin import SUITE, need_runtime, run_options, runtimes_under_test
+from generator.suite.plugin import SUITE, need_runtime, run_options, runtimes_under_test, settle
 
 
 def pytest_generate_tests(metafunc):
@@ -75,6 +75,8 @@ def test_app_overhead(benchmark, suite, site, images, bare_python, verdicts, app
         v, comp.pairs, site=site.name, workload=recipe.name, runtime=runtime, mode=opts.mode, metric=metric,
         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
         extra={"image": image, "image_digests": images.digests(recipe), "look": v.look, "unit": w.unit, "bare_values": comp.series.get("a", []),
-               "container_values": comp.series.get("b", []), "wall_s": [list(r) for r in comp.ready_s]})])
+               "container_values": comp.series.get("b", []), "wall_s": [list(r) for r in comp.ready_s],
+               **harness.load_record(comp)})])
     verdicts.append(v)
+    settle(v)
     assert v.outcome == "pass", v.message

@@ -24,7 +24,7 @@ import pytest
 
 from generator.run import runtimes
 from generator.suite import harness, result
-from generator.suite.plugin import SUITE, need_runtime, run_options, runtimes_under_test, size, tolerance
+from generator.suite.plugin import SUITE, need_runtime, run_options, runtimes_under_test, settle, size, tolerance
 from workloads.registry import WORKLOADS as REGISTRY
 
 COMPILED = {"mnist": "every runtime", "cnn": "the first runtime"}
@@ -87,10 +87,11 @@ def test_compiled_overhead(benchmark, suite, site, images, bare_python, cpu_pin,
         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
         extra={"image": image, "image_digests": images.digests(REGISTRY[compiled].recipe), "look": v.look, "environment": dict(comp.environment),
                "compiled": True, "cold_start_s": list(cold), "warm_start_s": warm,
-               "ready_s": [list(r) for r in comp.ready_s]})])
+               "ready_s": [list(r) for r in comp.ready_s], **harness.load_record(comp)})])
     verdicts.append(v)
     print(f"\n{compiled} compiled ({runtime}): cold start bare {cold[0]:.1f} s, container {cold[1]:.1f} s"
           + (f"; warm {warm[0]:.1f} s, {warm[1]:.1f} s" if warm[0] is not None else ""))
+    settle(v)
     assert v.outcome == "pass", v.message
 
 

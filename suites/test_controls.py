@@ -14,7 +14,7 @@ import pytest
 from generator.suite import result
 from generator.suite.stats import estimate
 from generator.suite import harness
-from generator.suite.plugin import DEFAULT_PAIRS, mode_of, need_runtime, run_options, size, tolerance
+from generator.suite.plugin import DEFAULT_PAIRS, mode_of, settle, need_runtime, run_options, size, tolerance
 
 WORKLOAD = "mnist"     # the cheapest to start: controls need many processes
 
@@ -47,11 +47,13 @@ def test_aa_control_passes(benchmark, suite, site, images, bare_python, cpu_pin,
     side = (lambda: bare(suite, site, bare_python, cpu_pin)) if kind == "bare-bare" else \
         (lambda: container(suite, site, images, cpu_pin))
     first, second = kind.split("-")
-    _, v = decide(benchmark, suite, site, side(), side(), f"A/A {kind}", tol, sides=(f"{first} B", f"{second} A"))
+    comp, v = decide(benchmark, suite, site, side(), side(), f"A/A {kind}", tol, sides=(f"{first} B", f"{second} A"))
     verdicts.append(v)
     result.record(benchmark, [result.of(v.estimate, v, site=site.name, workload=WORKLOAD, runtime=kind,
                                         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
-                                        extra={"half_width": v.estimate.half_width, "look": v.look})])
+                                        extra={"half_width": v.estimate.half_width, "look": v.look,
+                                               **harness.load_record(comp)})])
+    settle(v)
     assert v.outcome == "pass", v.message
 
 
@@ -60,12 +62,13 @@ def test_injected_slowdown_fails(benchmark, suite, site, images, bare_python, cp
     tol = tolerance(suite, WORKLOAD)
     slowdown = min(0.9, -2 * tol.lower)
     side = container(suite, site, images, cpu_pin, wrapper=harness.throttle_argv(slowdown))
-    _, v = decide(benchmark, suite, site, bare(suite, site, bare_python, cpu_pin), side,
+    comp, v = decide(benchmark, suite, site, bare(suite, site, bare_python, cpu_pin), side,
                   f"power test ({slowdown:.0%} injected)", tol)
     verdicts.append(v)
     result.record(benchmark, [result.of(v.estimate, v, site=site.name, workload=WORKLOAD, runtime="power",
                                         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
-                                        extra={"injected": slowdown, "look": v.look})])
+                                        extra={"injected": slowdown, "look": v.look, **harness.load_record(comp)})])
+    settle(v)
     assert v.outcome == "fail", f"an injected {slowdown:.0%} slowdown was not caught: {v.message}"
 
 

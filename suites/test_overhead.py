@@ -10,7 +10,7 @@ import pytest
 
 from generator.suite import result
 from generator.suite import harness
-from generator.suite.plugin import SUITE, need_runtime, run_options, runtimes_under_test, size, tolerance
+from generator.suite.plugin import SUITE, need_runtime, settle, run_options, runtimes_under_test, size, tolerance
 from workloads.registry import STEADY, WORKLOADS as REGISTRY
 
 
@@ -42,6 +42,7 @@ def test_overhead(benchmark, suite, site, images, bare_python, cpu_pin, verdicts
         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
         extra={"image": image, "image_digests": images.digests(recipe), "look": v.look, "environment": dict(comp.environment),
                "bare_chunks": comp.series.get("a", []), "container_chunks": comp.series.get("b", []),
-               "ready_s": [list(r) for r in comp.ready_s]})])
+               "ready_s": [list(r) for r in comp.ready_s], **harness.load_record(comp)})])
     verdicts.append(v)
+    settle(v)
     assert v.outcome == "pass", v.message

@@ -28,7 +28,7 @@ from generator.model.app import AppWorkload as Workload
 from generator.recipe import payload
 from generator.suite import result
 from generator.suite import harness
-from generator.suite.plugin import SUITE, Note, mode_of, need_runtime, runtimes_under_test, size, tolerance
+from generator.suite.plugin import SUITE, Note, mode_of, need_runtime, runtimes_under_test, settle, size, tolerance
 from generator.suite.mpi import (ARGS as MPI_ARGS, Paired, library_problem, measure_and_judge, run_mpi,
                                  transport_problem)
 from workloads.registry import DDP
@@ -270,8 +270,9 @@ def test_ddp_across_nodes(benchmark, suite, site, scripts, allocation, verdicts,
         bare=tuple(speeds[n][0]), container=tuple(speeds[n][1]),
         extra={"nodes": n, "look": v.look, "scaling_efficiency": eff, "job_id": allocation.job_id})
         for n, v in zip(NODES, found)])
-    failed = [v.message for v in found if v.outcome != "pass"]
+    failed = [v.message for v in found if v.outcome not in ("pass", "unfit")]
     assert not failed, "; ".join(failed)
+    settle(*found)
 
 
 def test_compiled_ddp_across_nodes(benchmark, suite, site, scripts, allocation, verdicts, compiled_ddp, tmp_path_factory):
@@ -295,6 +296,7 @@ def test_compiled_ddp_across_nodes(benchmark, suite, site, scripts, allocation, 
         v, comp.pairs, site=site.name, workload=workload, runtime=runtime, mode=mode_of(suite, runtime),
         metric=f"throughput-compiled-{max(NODES)}node", tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
         extra={"nodes": max(NODES), "look": v.look, "compiled": True, "job_id": allocation.job_id})])
+    settle(v)
     assert v.outcome == "pass", v.message
 
 
@@ -363,6 +365,7 @@ def test_aa_control_through_scheduler(benchmark, suite, site, scripts, allocatio
     result.record(benchmark, [result.of(v.estimate, v, site=site.name, workload=workload, runtime="bare-bare-steps",
                                         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
                                         extra={"half_width": v.estimate.half_width, "look": v.look})])
+    settle(v)
     assert v.outcome == "pass", v.message
 
 
@@ -379,5 +382,6 @@ def test_injected_slowdown_through_scheduler_fails(benchmark, suite, site, scrip
     result.record(benchmark, [result.of(v.estimate, v, site=site.name, workload=workload, runtime="power-steps",
                                         tolerance=(tol.reference, tol.lower, tol.upper, tol.unit),
                                         extra={"injected": slowdown, "look": v.look})])
+    settle(v)
     assert v.outcome == "fail", f"an injected {slowdown:.0%} slowdown was not caught: {v.message}"
 

@@ -196,6 +196,17 @@ def scheduling_context(text=None):
     return "top" if len(parts) <= 1 else f"under /{parts[0]}"
 
 
+def waited_s():
+    """Seconds this thread has spent runnable but waiting for a CPU (the second field of the kernel's
+    /proc/thread-self/schedstat, nanoseconds), or None where the kernel does not keep it. A chunk's share of it
+    is how much of its wall time the machine gave to something else (the suite's fitness check)."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def import_torch():
     try:
         import torch
@@ -308,7 +319,7 @@ def drive(name, args, runner, record, out):
     def timed(n):
         nonlocal startup
         runner.sync()
-        t0 = time.perf_counter()
+        w0, t0 = waited_s(), time.perf_counter()
         samples = 0
         for _ in range(n):
             samples += runner.step()
@@ -316,7 +327,8 @@ def drive(name, args, runner, record, out):
                 runner.sync()
                 startup = time.time() - PROCESS_START
         runner.sync()
-        return samples, time.perf_counter() - t0
+        seconds, w1 = time.perf_counter() - t0, waited_s()
+        return samples, seconds, (None if w0 is None or w1 is None else max(0.0, w1 - w0))
 
     if serve:
         if runner.rank == 0:  # with --warmup 0, startup_s here is the time to ready
@@ -337,17 +349,18 @@ def drive(name, args, runner, record, out):
                 break
             if words[0] == "run" and len(words) == 2 and words[1].isdigit() and int(words[1]) > 0:
                 n = int(words[1])
-                samples, seconds = timed(n)
+                samples, seconds, waited = timed(n)
                 total_steps += n
                 total_samples += samples
                 total_time += seconds
                 if runner.rank == 0:
-                    out.line({"event": "chunk", "steps": n, "seconds": seconds, "samples": samples})
+                    out.line({"event": "chunk", "steps": n, "seconds": seconds, "samples": samples,
+                              "waited_s": waited})
             elif runner.rank == 0:
                 out.line({"event": "error",
                           "message": f"unknown command {line!r} (expected 'run N' or 'quit')"})
     else:
-        total_samples, total_time = timed(args.steps)
+        total_samples, total_time, _ = timed(args.steps)
         total_steps = args.steps
 
     record.update({

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from generator.errors import GenRecipeError, UsageError, shown
 from generator.files import read_text, write_set
-from generator.suite.report import MAX_RESULTS_FILE, cell, compiled_markdown, headlines, markdown, parse, plots
+from generator.suite.report import MAX_RESULTS_FILE, cell, compiled_markdown, headlines, machine_markdown, markdown, parse, plots
 
 
 
@@ -33,8 +33,10 @@ def run(args: argparse.Namespace) -> int:
     heads = headlines(table)
     both = compiled_markdown(table)
     both = f"\n## Eager and compiled (torch.compile)\n\n{both}" if both else ""
+    machine = machine_markdown(table)
+    machine = f"\n## The machine during each comparison\n\n{machine}" if machine else ""
     md = f"# Container overhead\n\nFrom {cell(args.results.name)}.\n\n" + "".join(f"**{cell(h)}**\n\n" for h in heads) \
-        + markdown(table) + both
+        + markdown(table) + both + machine
     files: dict[Path, str | bytes] = {args.out / "report.md": md}
     if not args.no_plots:
         files.update({args.out / name: png for name, png in plots(table).items()})

@@ -35,7 +35,7 @@ from generator.recipe import catalog
 from generator.errors import GenRecipeError
 from generator.files import one_at_a_time
 from generator.images import context
-from generator.suite import sequential
+from generator.suite import fitness, sequential
 from generator.suite.metric import expected, metric
 from workloads.registry import Size
 
@@ -287,6 +287,15 @@ class Comparison:
     ready_s: tuple[tuple[float, float], ...]      # (bare, container) time from fork to ready, per pair
     series: Mapping[str, list] = field(default_factory=dict)   # raw chunk series for extra_info
     environment: Mapping[str, Mapping] = field(default_factory=dict)   # {"bare", "container"}: the like-for-like records
+    waits: tuple[tuple[float | None, float | None], ...] = ()   # (bare, container) share of time waiting for a CPU, per pair
+    steal: tuple[float | None, ...] = ()          # the hypervisor's share of the CPU time over each pair
+
+    def load(self) -> fitness.Load:
+        """What the machine took from this comparison (`generator.suite.fitness`), over all its pairs."""
+        def mean(values):
+            values = list(values)
+            return None if not values or any(v is None for v in values) else sum(values) / len(values)
+        return fitness.Load(mean(w[0] for w in self.waits), mean(w[1] for w in self.waits), mean(self.steal))
 
 
 def _process(chunks: list[dict]) -> Process:
@@ -307,7 +316,7 @@ def compare(a: Side, b: Side, name: str, w: Size, pairs: int | None = None, *, u
         raise ValueError("give pairs or until")
     rng = random.Random(seed)
     sides = {"a": a, "b": b}
-    out, ready, series, environment = [], [], {"a": [], "b": []}, {}
+    out, ready, series, environment, waits, steal = [], [], {"a": [], "b": []}, {}, [], []
     first = 0
     while pairs is None or first < pairs:
         last = first + per_server if pairs is None else min(pairs, first + per_server)
@@ -316,7 +325,11 @@ def compare(a: Side, b: Side, name: str, w: Size, pairs: int | None = None, *, u
             for server in servers.values():
                 server.ready()
             for i in range(first, last):
+                before = fitness.cpu_times()
                 chunks, starts = _run_pair(servers, name, w, f"{i}", rng)
+                steal.append(fitness.steal_share(before, fitness.cpu_times()))
+                waits.append(tuple(fitness.share([c.get("waited_s") for c in chunks[k]], [c["seconds"] for c in chunks[k]])
+                                   for k in ("a", "b")))
                 environment = environment or {"bare": starts["a"].get("environment") or {},
                                               "container": starts["b"].get("environment") or {}}
                 out.append(Pair(bare=_process(chunks["a"]), container=_process(chunks["b"])))
@@ -326,7 +339,12 @@ def compare(a: Side, b: Side, name: str, w: Size, pairs: int | None = None, *, u
         first = last
         if until is not None and until(out):
             break
-    return Comparison(tuple(out), tuple(ready), series, environment)
+    return Comparison(tuple(out), tuple(ready), series, environment, tuple(waits), tuple(steal))
+
+
+def load_record(comp: Comparison) -> dict:
+    """The machine's load over a comparison, for its result's `extra`: the summary (`fitness.Load`) and per pair."""
+    return {"load": comp.load().as_dict(), "waits": [list(w) for w in comp.waits], "steal": list(comp.steal)}
 
 
 def decide(benchmark, a: Side, b: Side, name: str, w: Size, label: str, tol, *, rounds: int | None = None,
@@ -364,7 +382,7 @@ def decide_with(benchmark, collect, label: str, tol, *, rounds: int | None = Non
     comp = benchmark.pedantic(run, rounds=1, iterations=1) if benchmark is not None else run()
     if rounds:
         verdicts.append(sequential.look(label, comp.pairs, tol, design, sides=sides))
-    return comp, verdicts[-1]
+    return comp, fitness.judge(verdicts[-1], comp.load(), tol)
 
 
 # -- an application's workload: one run = one value of its metric (generator.model.app.Workload) ----------------
@@ -467,12 +485,14 @@ def compare_runs(a: Run, b: Run, workload, pairs: int | None = None, *, until=No
     rng = random.Random(seed)
     for run in (a, b) if setup else ():
         run_setup(Side(run.label, run.argv, run.env, run.setup))
-    out, walls, values = [], [], {"a": [], "b": []}
+    out, walls, values, steal = [], [], {"a": [], "b": []}, []
     while pairs is None or len(out) < pairs:
         last = len(out) + per_batch if pairs is None else min(pairs, len(out) + per_batch)
         while len(out) < last:
             order = ["a", "b"] if rng.random() < 0.5 else ["b", "a"]
+            before = fitness.cpu_times()
             got = {k: _run_once({"a": a, "b": b}[k], workload) for k in order}
+            steal.append(fitness.steal_share(before, fitness.cpu_times()))
             out.append(Pair(bare=_as_process(got["a"][0], workload.better),
                             container=_as_process(got["b"][0], workload.better)))
             walls.append((got["a"][1], got["b"][1]))
@@ -480,7 +500,7 @@ def compare_runs(a: Run, b: Run, workload, pairs: int | None = None, *, until=No
                 values[k].append([got[k][0]])
         if until is not None and until(out):
             break
-    return Comparison(tuple(out), tuple(walls), values)
+    return Comparison(tuple(out), tuple(walls), values, steal=tuple(steal))
 
 
 VERSIONS = ("import json, sys\nfrom importlib import metadata\nout = {}\nfor name in sys.argv[1:]:\n"

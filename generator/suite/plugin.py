@@ -27,6 +27,9 @@ import pytest
 MODES = ("bind", "hybrid")
 LAUNCHES = ("scheduler", "direct")
 DEFAULT_PAIRS = 12
+# The session's exit code when nothing failed but some comparison was `unfit` (generator.suite.fitness): the
+# machine was too busy to decide it, which is neither a pass nor a fail (pytest's own codes are 0-5).
+UNFIT_EXIT = 6
 # Test modules in the order they run; modules not listed run after them, in pytest's order.
 ORDER = ("test_machine.py", "test_static.py")
 
@@ -338,9 +341,30 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+def settle(*found) -> None:
+    """After a comparison's results are recorded: a test whose verdicts include an `unfit` one is skipped with its
+    figures (the session then exits with UNFIT_EXIT unless something failed); fail and pass stay the test's."""
+    unfit = [v.message for v in found if v.outcome == "unfit"]
+    if unfit:
+        pytest.skip("; ".join(unfit))
+
+
+def _outcomes(session) -> list[tuple[str, str]]:
+    """(outcome, message) of every verdict of the session: this process's, and the ones xdist's workers sent."""
+    found = [(v.outcome, v.message) for v in session.config.stash.get(VERDICTS, [])]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    stats = getattr(reporter, "stats", {}) if reporter is not None else {}
+    return found + [tuple(value) for reports in stats.values() for r in reports
+                    for key, value in getattr(r, "user_properties", ()) if key == VERDICT]
+
+
 @pytest.hookimpl(trylast=True)          # after pytest-benchmark has written --benchmark-json
 def pytest_sessionfinish(session, exitstatus) -> None:
-    """--certify: the verdicts of the run, signed, about --image (`gen-recipe certify`)."""
+    """An unfit comparison and nothing failed: exit UNFIT_EXIT. --certify: the verdicts of the run, signed,
+    about --image (`gen-recipe certify`)."""
+    if not hasattr(session.config, "workerinput") and session.exitstatus == 0 and \
+            any(outcome == "unfit" for outcome, _ in _outcomes(session)):
+        session.exitstatus = UNFIT_EXIT
     options = session.config.stash.get(SUITE, None)
     if options is None or not options.certify or hasattr(session.config, "workerinput"):
         return
@@ -365,13 +389,15 @@ def pytest_sessionfinish(session, exitstatus) -> None:
 def pytest_terminal_summary(terminalreporter, config) -> None:
     for line in config.stash.get(CERTIFIED, []):
         terminalreporter.write_line(line)
-    found = [(v.outcome, v.message) for v in config.stash.get(VERDICTS, [])]
-    found += [tuple(value) for reports in terminalreporter.stats.values() for r in reports
-              for key, value in getattr(r, "user_properties", ()) if key == VERDICT]
+    found = _outcomes(terminalreporter)
     if found:
         terminalreporter.section("container overhead")
         for outcome, message in found:
             terminalreporter.write_line(f"{outcome.upper():<13} {message}")
+        unfit = sum(outcome == "unfit" for outcome, _ in found)
+        if unfit:
+            terminalreporter.write_line(f"{unfit} comparison(s) UNFIT: the machine was too busy to decide them (skipped; "
+                                        f"exit code {UNFIT_EXIT} when nothing failed; docs/measuring.md)")
 
 
 # -- fixtures and helpers ------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ STRINGS = {"site": "name", "workload": "name", "runtime": "word", "metric": "wor
 EXAMPLE = {"site": "frontier", "workload": "cnn", "runtime": "podman", "metric": "throughput", "mode": "hybrid",
            "message": "a verdict"}
 REQUIRED = ("site", "workload", "runtime", "ratio", "low", "high", "pairs", "verdict")
-VERDICTS = ("pass", "fail", "inconclusive", "info")
+VERDICTS = ("pass", "fail", "inconclusive", "unfit", "info")
 FOREIGN = "not a record of gen-recipe's suite (written by another version?): rerun the suite with this gen-recipe"
 
 
@@ -144,6 +144,37 @@ def markdown(table: list[Result]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _share(value) -> str:
+    """A wait or steal share from a record (untrusted: anything but a number in [0, 1] reads as unknown)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 <= value <= 1
+    return f"{value:.1%}" if ok else "-"
+
+
+def _context(env, side: str) -> str:
+    record = env.get(side) if isinstance(env, dict) else None
+    value = record.get("scheduling") if isinstance(record, dict) else None
+    return cell(value) if isinstance(value, str) and len(value) <= 200 else "-"
+
+
+def machine_markdown(table: list[Result]) -> str:
+    """How the machine treated each fork-server comparison (docs/measuring.md): each side's scheduling context
+    (like-for-like fingerprint) and the share of its time it waited for a CPU, the hypervisor's steal, and the
+    verdict (`unfit` when the machine was too busy to decide). Empty when no result has these records."""
+    lines = []
+    for r in table:
+        load, env = r.extra.get("load"), r.extra.get("environment")
+        if not isinstance(load, dict) and not isinstance(env, dict):
+            continue
+        load = load if isinstance(load, dict) else {}
+        strings = " | ".join(cell(v) for v in (r.site, r.workload, r.runtime))
+        lines.append(f"| {strings} | {_context(env, 'bare')} / {_context(env, 'container')} | {_share(load.get('bare'))} / "
+                     f"{_share(load.get('container'))} | {_share(load.get('steal'))} | {r.verdict} |")
+    if not lines:
+        return ""
+    return ("| site | workload | runtime | scheduling bare / container | waited for a CPU bare / container | steal | "
+            "verdict |\n|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n")
+
+
 COMPILED = "throughput-compiled"      # the metric of the compiled variant (suites/test_compiled.py)
 
 
@@ -184,12 +215,13 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-# Result.runtime of the controls (not a runtime): A/A kinds, the power test, comparisons under a CPU hog.
+# Result.runtime of the controls (not a runtime): A/A kinds, the power test, comparisons under a CPU hog or
+# beside busy neighbours (RUNTIME+bare-neighbours, RUNTIME+containers-neighbours).
 CONTROLS = ("bare-bare", "container-container", "power")
 
 
 def is_control(r: Result) -> bool:
-    return r.runtime in CONTROLS or r.runtime.endswith("+hog")
+    return r.runtime in CONTROLS or r.runtime.endswith(("+hog", "-neighbours"))
 
 
 def _slower(ratio: float) -> str:
@@ -221,7 +253,7 @@ def plots(table: list[Result]) -> dict[str, bytes]:
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("matplotlib is not installed: pip install 'gen-recipe[report]' (or give --no-plots)") from None
-    colours = {"pass": "tab:green", "fail": "tab:red", "inconclusive": "tab:orange"}
+    colours = {"pass": "tab:green", "fail": "tab:red", "inconclusive": "tab:orange", "unfit": "tab:grey"}
     comparisons = [r for r in table if not is_control(r) and r.verdict != "info"]
     panels = sorted({(r.workload, r.metric) for r in comparisons}) or [("-", "-")]
     aa = [r for r in table if r.runtime == "bare-bare"]

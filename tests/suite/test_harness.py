@@ -60,6 +60,10 @@ def test_compare_pairs_fresh_processes_in_abba_chunks(local, tmp_path):
     assert len(comp.pairs) == 3
     for p in comp.pairs:
         assert len(p.bare.work) == len(p.container.work) == 2 and p.ratio > 0
+    # what the machine took (generator.suite.fitness): each side's share of its time waiting for a CPU, per pair
+    assert len(comp.waits) == len(comp.steal) == 3
+    assert all(share is not None and 0 <= share <= 1 for pair in comp.waits for share in pair)
+    assert 0 <= comp.load().bare <= 1 and harness.load_record(comp)["waits"] == [list(w) for w in comp.waits]
     assert len(starts.read_text().splitlines()) == 4
     assert (tmp_path / "setup").read_text().splitlines() == ["setup", "setup"]    # once per side
 

@@ -88,3 +88,33 @@ def test_pinned_cpu_gives_each_worker_its_own():
     assert pinned_cpu([4, 5, 6], "gw3") == {"WORKLOADS_CPUS": "6"}            # more workers than CPUs: shared
     assert pinned_cpu([3], "gw1") == {}                                        # confined to one CPU: no pin
     assert confined({}) is None and callable(confined({"WORKLOADS_CPUS": "0"}))
+
+
+UNFIT_TEST = '''
+import pytest
+from generator.suite.plugin import settle
+from generator.suite.stats import Verdict
+
+@pytest.mark.parametrize("outcome", ["pass", "unfit"])
+def test_comparison(verdicts, outcome):
+    v = Verdict(outcome, f"mnist ({outcome}): measured: UNFIT, no verdict: the sides waited unequally", 0)
+    verdicts.append(v)
+    settle(v)
+    assert v.outcome == "pass", v.message
+'''
+
+
+def test_an_unfit_comparison_is_skipped_and_the_session_says_so(tmp_path):
+    """An `unfit` verdict (generator.suite.fitness) is neither a pass nor a fail: its test is skipped with the
+    figures, the summary counts it, and the session exits with 6 when nothing failed, on one worker or two."""
+    (tmp_path / "test_u.py").write_text(UNFIT_TEST)
+    for workers in ([], ["-n", "2"]):
+        r = subprocess.run([sys.executable, "-m", "pytest", *workers, "-p", "no:cacheprovider", "-rs", "--site=local",
+                            "--on-site", "test_u.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 6, r.stdout + r.stderr
+        assert "1 passed, 1 skipped" in r.stdout and "SKIPPED" in r.stdout and "UNFIT, no verdict" in r.stdout
+        assert "1 comparison(s) UNFIT: the machine was too busy to decide them" in r.stdout, r.stdout
+    (tmp_path / "test_f.py").write_text("def test_f():\n    assert False\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--site=local", "--on-site",
+                        "test_u.py", "test_f.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr          # a failure wins

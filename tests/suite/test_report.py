@@ -200,3 +200,25 @@ def test_report_escapes_what_it_echoes(tmp_path):
     row = report.markdown([hostile]).splitlines()[2]
     assert row.startswith("| a\\|b\\\\x1b[31m | w\\\\nx | \\\\u202ert | hybrid |"), row
     assert "\x1b" not in row and "\u202e" not in row
+
+
+def test_the_machine_table_shows_each_sides_context_and_waits(tmp_path):
+    """Per comparison: each side's scheduling context (the like-for-like fingerprint's) and the share of its time
+    it waited for a CPU, the steal and the verdict, `unfit` included; odd values (untrusted JSON) read as '-'."""
+    busy = Result(**{**OVERHEAD.as_dict(), "runtime": "podman", "verdict": "unfit", "extra": {
+        "environment": {"bare": {"scheduling": "top"}, "container": {"scheduling": "under /libpod_parent"}},
+        "load": {"bare": 0.05, "container": 0.3, "steal": 0.0}}})
+    odd = Result(**{**OVERHEAD.as_dict(), "extra": {"load": {"bare": 1e400, "container": "x", "steal": True},
+                                                    "environment": {"bare": {"scheduling": ["a|b"]}}}})
+    md = report.machine_markdown([OVERHEAD, busy, odd, LATENCY])
+    lines = md.splitlines()
+    assert lines[0] == ("| site | workload | runtime | scheduling bare / container | waited for a CPU bare / container | "
+                        "steal | verdict |")
+    assert lines[2:] == ["| local | cnn | podman | top / under /libpod_parent | 5.0% / 30.0% | 0.0% | unfit |",
+                         "| local | cnn | charliecloud | - / - | - / - | - | pass |"]
+    assert report.machine_markdown([OVERHEAD, LATENCY]) == ""
+    src = tmp_path / "results.json"
+    src.write_text(json.dumps({"benchmarks": [{"name": "t", "extra_info": {KEY: [busy.as_dict()]}}]}))
+    r = run_cli("report", str(src), "--out", str(tmp_path / "out"), "--no-plots")
+    assert r.code == 0, r.err
+    assert "## The machine during each comparison" in (tmp_path / "out" / "report.md").read_text()
