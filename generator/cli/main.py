@@ -21,7 +21,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from generator.errors import GenRecipeError, UsageError
+from generator.errors import GenRecipeError, UsageError, shown
 
 # Subcommands living in their own modules: name → module with add_arguments(parser) and run(args).
 SUBCOMMANDS = {
@@ -40,8 +40,24 @@ SUBCOMMANDS = {
 
 
 class _Parser(argparse.ArgumentParser):
+    """The one argument rule of every command: an option's value is given ('' and a lone '-' are none) and is not
+    an option (it does not start with '--'). argparse takes `--opt=VALUE` as it stands, `--opt VALUE` for any VALUE
+    that does not start with '-', and `--opt=--` as no value at all (it stores [] where a string was meant): each
+    is refused here, as one line, before any command runs. Positional arguments after `--` are the command's own."""
+
     def error(self, message: str):  # one line, exit 2, no usage dump
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]):   # every option's value passes here
+        if action.option_strings:
+            option = "/".join(action.option_strings)
+            for value in arg_strings:
+                if value in ("", "-", "--"):
+                    self.error(f"argument {option}: {shown(repr(value))} is no value: give one, or leave the option out")
+                if value.startswith("--"):
+                    self.error(f"argument {option}: {shown(repr(value))} is an option, not a value: give a value "
+                               "(a file of that name: ./" + shown(value) + ")")
+        return super()._get_values(action, arg_strings)
 
 
 def _run(module_name: str, prog: str, argv: Sequence[str], description: str) -> int:

@@ -219,7 +219,7 @@ def test_printing_a_bare_script_writes_nothing(capsys, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (("--image", ""), "gen-recipe: --image '' is empty: give an image reference"),
+    (("--image", ""), "gen-recipe: argument --image: '' is no value: give one, or leave the option out"),   # the parser's rule
     (("--runtime", "nosuch"), "gen-recipe: --runtime 'nosuch': unknown runtime (site frontier has apptainer)"),
 ])
 def test_an_empty_image_and_an_unknown_runtime_are_one_line_errors(capsys, argv, message):
