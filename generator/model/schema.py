@@ -108,7 +108,8 @@ EXAMPLES = {"text": "a description", "name": "mysite", "word": "15.4", "module":
             "image": "rocm/dev-ubuntu-22.04:6.2.4", "env": "OMP_NUM_THREADS", "key": "com.hooks.cxi.enabled",
             "package": "openmpi-bin", "pin": "4.1.4-3+b1", "user": "app", "tag": "F1", "field": "os_version",
             "requirement": "numpy==2.1.3", "command": "make -C /opt/app", "arg": "--steps",
-            "imgpath": "/opt/app", "value": "1", "unit": "samples/s", "walltime": "12:00:00"}
+            "imgpath": "/opt/app", "value": "1", "unit": "samples/s", "walltime": "12:00:00",
+            "option": "--network=disable_rdzv_get"}
 
 
 def shown(value, limit: int = 60) -> str:

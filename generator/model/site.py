@@ -26,7 +26,7 @@ from typing import Literal, Optional
 from workloads.registry import TOLERANCE_KEYS
 
 from generator.errors import UNPRINTABLE, SiteError, UsageError, did_you_mean
-from generator.model import providers, runtimes
+from generator.model import options, providers, runtimes
 from generator.model.schema import (KINDS, Loader, Version, fact, is_optional, read_file, read_toml, shown,
                                     tomllib)
 
@@ -106,7 +106,8 @@ class Host(Facts):
                           "caches there (torch.compile's Inductor and Triton, MIOpen, CUDA's JIT cache)", kind="path")
     rank_binding: tuple[str, ...] = fact(("--cpus-per-task=7", "--gpus-per-task=1", "--gpu-bind=closest"), (),
                                        "srun options of the site's one-rank-per-GPU examples (cores, GPU binding); "
-                                       "they replace --gpus-per-node on the srun line", kind="option")
+                                       "they replace --gpus-per-node on the srun line; binding and distribution options "
+                                       "only (generator/model/options.py)", kind="option")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,7 +185,8 @@ class SchedulerPolicy(Facts):
     account_example: str = fact("ABC123", "", "an account written as the site writes them", kind="word")
     cpus_per_gpu: int = fact(8, 0, "on shared nodes: CPUs a job's allocation asks for per GPU (0: the launcher's own)")
     mem_per_gpu: str = fact("120G", "", "on shared nodes: memory a job's allocation asks for per GPU", kind="word")
-    options: tuple[str, ...] = fact(("--export=NONE",), (), "options every job of the site's templates carries",
+    options: tuple[str, ...] = fact(("--export=NONE",), (), "options every job of the site's templates carries "
+                                    "(--export, --get-user-env, --exclusive, --hint, --requeue, --clusters, --licenses)",
                                     kind="option")
     setup: tuple[str, ...] = fact(("slurm_setup",), (), "modules the site's job templates load first", kind="module")
     refusals: Mapping[str, str] = fact({"account": "Job violates accounting/QOS policy"}, None,
@@ -236,7 +238,8 @@ class Collectives(Facts):
                                           "aws-ofi build (NCCL_NET_PLUGIN points at it) or a runtime hook's")
     env: Mapping[str, str] = fact({"NCCL_SOCKET_IFNAME": "hsn0,hsn1,hsn2,hsn3"}, None, "environment of every run, "
                                 "bare and container alike (NCCL_*, FI_CXI_*)", kind="value", keys="env")
-    sbatch: tuple[str, ...] = fact(("--network=disable_rdzv_get",), (), "scheduler options those settings need",
+    sbatch: tuple[str, ...] = fact(("--network=disable_rdzv_get",), (), "sbatch options those settings need "
+                                 "(--network, --switches, --gpu-bind, --gres-flags)",
                                  kind="option")
 
 
@@ -597,6 +600,7 @@ def _check(site: Site, fail) -> None:
         if not tol.lower <= 0 <= tol.upper:
             fail(f"tolerances.{k}", "lower must be <= 0 <= upper", "e.g. [1.0, -0.05, 0.10, \"ratio\"]")
     _check_scheduler(site, fail)
+    _check_options(site, fail)
     tables = [("host", site.host), ("scheduler", site.scheduler), ("gpu", site.gpu), ("mpi", site.mpi), ("fabric", site.fabric),
               ("fabric.collectives", site.fabric.collectives), ("container", site.container),
               ("container.bind", site.container.bind), ("software", site.software)]
@@ -736,22 +740,19 @@ def _check_scheduler(site: Site, fail) -> None:
                 fail(f"{key}.max_nodes", f"{b.max_nodes} is above the partition's max_nodes {p.max_nodes}",
                      "write the bin's largest job size")
             previous = b.max_nodes
-    for i, option in enumerate(sched.options):
-        name = option.split("=", 1)[0]
-        if name in WRITTEN_BY_LAUNCH:
-            fail(f"scheduler.options[{i}]", f"{name} is written by gen-recipe launch from the job and [scheduler] "
-                 "(a template option would override it and get round its checks)", f"remove it; {WRITTEN_BY_LAUNCH[name]}")
+    if sched.options and kind != "slurm":
+        fail("scheduler.options", f"{kind} scripts take no sbatch options", "remove them")
 
 
-# sbatch options launch writes itself (a [scheduler] option naming one would override it): where each comes from
-WRITTEN_BY_LAUNCH = {o: w for os_, w in (
-    (("--account", "-A"), "launch --account"), (("--partition", "-p"), "[[scheduler.partitions]], launch --partition"),
-    (("--qos", "-q"), "[[scheduler.qos]], launch --qos"), (("--constraint", "-C"), "scheduler.constraint"),
-    (("--nodes", "-N"), "launch --nodes"), (("--time", "-t"), "launch --time"),
-    (("--ntasks", "--ntasks-per-node", "-n"), "launch --tasks-per-node"),
-    (("--gpus", "--gpus-per-node", "--gpus-per-task", "-G"), "launch --gpus-per-node"),
-    (("--cpus-per-task", "-c"), "host.rank_binding, scheduler.cpus_per_gpu"), (("--job-name", "-J"), "the script's name"),
-    (("--mem-per-gpu",), "scheduler.mem_per_gpu")) for o in os_}
+def _check_options(site: Site, fail) -> None:
+    """The option lists that reach sbatch and srun: each item an option its key allows, by its full name
+    (generator.model.options)."""
+    for key, items in (("scheduler.options", site.scheduler.options), ("host.rank_binding", site.host.rank_binding),
+                       ("fabric.collectives.sbatch", site.fabric.collectives.sbatch)):
+        for i, item in enumerate(items):
+            problem, fix = options.problem(key, item)
+            if problem:
+                fail(f"{key}[{i}]", problem, fix)
 
 
 # The forms Slurm's --time takes (sbatch(1), -t/--time): "minutes", "minutes:seconds", "hours:minutes:seconds",
