@@ -510,6 +510,7 @@ def _check(site: Site, fail) -> None:
         fail("host.local_tmp", f"'{site.host.local_tmp[:80]}' is not an absolute folder of at most 256 characters "
              "(letters, digits, / . _ - + @, whole $VAR references; no : , * { })",
              'write e.g. "/tmp" or "/mnt/bb/$USER"')
+    # (the rest of its rule, the one of every bind: _check_binds)
     if not 1 <= site.host.threads_per_core <= 8:
         fail("host.threads_per_core", f"{site.host.threads_per_core} threads per core", "write 1, 2, 4 or 8")
     if site.gpu.stack not in STACK_OF_VENDOR[site.gpu.vendor]:
@@ -552,7 +553,7 @@ def _check(site: Site, fail) -> None:
         if value is not None and len(value.parts) < least:
             fail(key, f"'{value}' names no release", f"write all {least} components, e.g. "
                  + ".".join(["1"] * least))
-    _check_bind_mode(site, fail)
+    _check_binds(site, fail)
     abi = ABI_OF_FLAVOUR[site.mpi.flavour]
     if site.mpi.abi is not None and site.mpi.abi != abi:
         fail("mpi.abi", f"{site.mpi.flavour} has the {abi} ABI, not {site.mpi.abi}", f'write abi = "{abi}" or leave it out')
@@ -636,27 +637,66 @@ def gtl_preloaded(env: Mapping[str, str], stack: str) -> bool:
                for part in re.split(r"[:\s]+", env.get("LD_PRELOAD", "")))
 
 
-# Destinations a bind must not cover: the image's own system folders, and /tmp (ch-run mounts the host's there).
-SYSTEM_DESTINATIONS = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev", "/tmp", "/var",
-                       "/opt", "/run", "/home", "/root")
+# The one rule of every host path a script binds (host.local_tmp, container.binds, container.bind.paths and
+# .libraries, fabric.devices; the destinations too): absolute (or a whole $VAR first, which the script expands),
+# normalised, not the root, not a system folder (below, any /lib*, and /usr's own folders), and inside one only
+# where the key allows: bind mode mounts the host MPI's libraries and configuration (the Cray sites bind
+# /usr/lib64/libcxi.so.1, /etc/hosts, /var/spool/slurmd), the kernel caches may be in /var/tmp, devices are in /dev.
+SYSTEM_FOLDERS = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/var", "/boot", "/dev", "/proc", "/sys", "/root")
+SYSTEM_FILES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/var")          # what a bind may be inside by default
+_LEADING_VAR = re.compile(r"\$(?:\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)(?=/|$)")
 
 
-def _check_bind_mode(site: Site, fail) -> None:
-    """Bind mode's folders: each destination absolute, normalised, not a system folder nor inside /tmp, /proc,
-    /sys or /dev; a host MPI set up from its prefix (mpi.setup = "prefix") lives in an absolute folder of its own."""
-    for i, spec in enumerate(site.container.bind.paths):
-        if spec.count(":") > 1:
-            fail(f"container.bind.paths[{i}]", f"'{spec[:80]}' has more than SRC:DST",
-                 "write SRC or SRC:DST (mount options are the runtime's)")
-            continue
-        src, _, dst = spec.partition(":")
-        dst = dst or src
-        inside = any(dst == d or dst.startswith(d + "/") for d in ("/proc", "/sys", "/dev", "/tmp"))
-        if not (src.startswith("/") and dst.startswith("/")) or os.path.normpath(dst) != dst or "$" in dst \
-                or dst in SYSTEM_DESTINATIONS or inside:
-            fail(f"container.bind.paths[{i}]", f"'{spec[:80]}': the destination must be an absolute, normalised folder "
-                 "of its own (not /, a system folder, nor inside /tmp, /proc, /sys or /dev)",
-                 'write e.g. "/opt/cray" or "/opt/host-mpi:/opt/host-mpi"')
+def bind_problem(path: str, inside: tuple[str, ...] = SYSTEM_FILES) -> str:
+    """Why host path `path` may not be bound into a container ("": it may); `inside`: the system folders whose
+    files or folders it may be."""
+    if not (path.startswith("/") or _LEADING_VAR.match(path)):
+        return "is not an absolute path"
+    if os.path.normpath(path) != path or path.startswith("//"):
+        return "is not normalised (no '.', '..', '//' or '/' at the end)"
+    if path == "/":
+        return "is the host's root folder"
+    parts = path.split("/") if path.startswith("/") else ["", ""]
+    top = "/lib" if re.fullmatch(r"lib[^/]*", parts[1]) else "/" + parts[1]
+    if top in SYSTEM_FOLDERS and (len(parts) == 2 or top == "/usr" and len(parts) == 3):
+        return "is a system folder"
+    if top in SYSTEM_FOLDERS and top not in inside:
+        return f"is inside /{parts[1]}, a system folder"
+    return ""
+
+
+# Destinations bind mode must not cover besides: the image's own folders, and /tmp (ch-run mounts the host's there).
+SHARED_DESTINATIONS = ("/tmp", "/opt", "/run", "/home")
+
+
+def _check_binds(site: Site, fail) -> None:
+    """Every path a script binds passes `bind_problem`; bind mode's destinations are folders of their own, not inside
+    /tmp (the image must hold them); a host MPI set up from its prefix (mpi.setup = "prefix") lives in an absolute
+    folder of its own."""
+    tmp = site.host.local_tmp
+    if bind_problem(tmp, ("/var",)):
+        fail("host.local_tmp", f"'{tmp[:80]}' {bind_problem(tmp, ('/var',))}", 'write e.g. "/tmp" or "/mnt/bb/$USER"')
+    for i, device in enumerate(site.fabric.devices):
+        problem = bind_problem(device, ("/dev",)) or ("" if device.startswith("/dev/") else "is not inside /dev")
+        if problem:
+            fail(f"fabric.devices[{i}]", f"'{device[:80]}' {problem}", 'write e.g. "/dev/cxi*"')
+    for key, specs in (("container.binds", site.container.binds), ("container.bind.paths", site.container.bind.paths),
+                       ("container.bind.libraries", site.container.bind.libraries)):
+        for i, spec in enumerate(specs):
+            most = 0 if key == "container.bind.libraries" else 1         # ':' a library's path does not hold
+            if spec.count(":") > most:
+                fail(f"{key}[{i}]", f"'{spec[:80]}' has more than {'SRC:DST' if most else 'a path'}",
+                     "write SRC or SRC:DST (mount options are the runtime's)" if most else "write the library's path")
+            src, _, dst = spec.partition(":")
+            for side, path in (("SRC", src), ("DST", dst or src)):
+                if bind_problem(path):
+                    fail(f"{key}[{i}]", f"'{spec[:80]}': {side} {bind_problem(path)}",
+                         'write e.g. "/lustre/orion", "${SCRATCH}:/scratch" or "/opt/cray"')
+            dst = dst or src
+            if key == "container.bind.paths" and ("$" in dst or dst in SHARED_DESTINATIONS or dst.startswith("/tmp/")):
+                fail(f"{key}[{i}]", f"'{spec[:80]}': bind mode's destination must be a folder of its own the image "
+                     "holds (not /tmp, /opt, /run, /home, nor inside /tmp; no $VAR)",
+                     'write e.g. "/opt/cray" or "/opt/host-mpi:/opt/host-mpi"')
     if site.mpi.setup == "prefix":
         path = site.mpi.install_path
         if not path.startswith("/") or ":" in path or os.path.normpath(path) != path or path.rstrip("/") in \
