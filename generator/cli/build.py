@@ -117,7 +117,7 @@ def _context(site, args: argparse.Namespace) -> int:
         print(f"site {site.name} cannot build images (container.build = \"none\" in {shown(site.path)}"
               f"{sources(site.container)}): run this on a machine that can, then push the SIF or copy it to {site.name}")
     cd = str(folder) if folder.is_absolute() or not str(folder).startswith("-") else f"./{folder}"   # not an option
-    print(f"build it there: cd {shlex.quote(cd)} && {shlex.join(argv)}")
+    print(f"build it there: cd {shown(shlex.quote(cd))} && {shown(shlex.join(argv))}")     # no raw control character
     return 0
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
 from pathlib import Path
 
 from generator.detect import machine
 from generator.detect.machine import NAME, compare, report, site_toml, summary
-from generator.errors import CheckFailed, UsageError
+from generator.errors import CheckFailed, UsageError, shown
 from generator.files import write_atomic
 from generator.model import site as site_mod
 
@@ -83,8 +84,9 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(args.out, text)
     except OSError as exc:
         raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from None
-    print(f"{args.out}: {summary(facts)}")
+    out = shown(shlex.quote(str(args.out)))          # the file's name as the terminal may show it, and as a shell word
+    print(f"{shown(args.out)}: {shown(summary(facts))}")
     for w in facts.warnings:
-        print(f"warning: {w}")
-    print(f"check it: gen-recipe --site {args.out} --explain; later: gen-recipe detect --compare {args.out}")
+        print(f"warning: {shown(w)}")
+    print(f"check it: gen-recipe --site {out} --explain; later: gen-recipe detect --compare {out}")
     return 0

@@ -102,3 +102,14 @@ def test_compare_match_exits_0_and_lists_notes_and_unchecked(tmp_path, ifca_mach
     assert "Result: no mismatch that would break the container" in r.out
     assert "note:        host.launcher: the launcher is srun on this machine" in r.out
     assert "not checked: host.internet" not in r.out  # ifca says "unknown": nothing to check
+
+
+def test_out_is_shown_without_raw_control_characters(tmp_path, ifca_machine):
+    """The review's finding: detect --out FILE printed the file's name, escape codes and all, to the terminal."""
+    from generator.errors import UNSAFE_FOR_TERMINAL
+
+    out = tmp_path / "ifca\x1b]0;title\x07.toml"
+    r = run_cli("detect", "--out", str(out), "--name", "ifca-now")
+    assert r.code == 0 and out.is_file(), r.err
+    assert not UNSAFE_FOR_TERMINAL.search(r.out.replace("\n", "")), r.out
+    assert "ifca\\x1b]0;title\\x07.toml" in r.out and "--compare '" in r.out

@@ -259,3 +259,13 @@ def test_context_commands_name_the_sites_platform_and_a_folder_that_is_not_an_op
     r = run_cli("build", "--site", "alps", "--context=-dash")
     assert r.code == 0, r.err
     assert r.out.splitlines()[-1].startswith("build it there: cd ./-dash && podman build --layers --platform linux/arm64 ")
+
+
+def test_context_lines_show_the_folder_without_raw_control_characters(tmp_path, monkeypatch):
+    """The review's finding: "build it there: cd ..." printed a folder name's escape codes raw to the terminal."""
+    from generator.errors import UNSAFE_FOR_TERMINAL
+
+    monkeypatch.chdir(tmp_path)
+    r = run_cli("build", "--site", "frontier", "--format", "apptainer", "--context", "c\x1b[31mx\u202e")
+    assert r.code == 0 and not UNSAFE_FOR_TERMINAL.search(r.out.replace("\n", "")), r.out
+    assert "build it there: cd 'c\\x1b[31mx\\u202e' && apptainer build pytorch-frontier.sif pytorch.def" in r.out
