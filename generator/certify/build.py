@@ -62,7 +62,7 @@ def created_at(builder: str, ref: str) -> float | None:
     if done.returncode != 0 or not out:
         return None
     try:
-        return float(out) if out.isdigit() else _seconds(re.sub(r"\.\d+", "", out))
+        return float(out) if out.isdigit() else _seconds(re.sub(r"\.[0-9]+", "", out))
     except ValueError:
         return None
 

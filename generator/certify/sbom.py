@@ -189,7 +189,7 @@ def _purl(p: Package, listing: Listing) -> PackageURL:
         return PackageURL("pypi", None, p.name.lower().replace("_", "-"), p.version)
     distro = f"{listing.os_id}-{listing.os_version}" if listing.os_version else listing.os_id
     version, epoch = p.version, ""
-    if p.kind == "rpm" and re.match(r"\d+:", version):
+    if p.kind == "rpm" and re.match(r"[0-9]+:", version):
         epoch, version = version.split(":", 1)
     qualifiers = {k: v for k, v in (("arch", p.arch), ("distro", distro), ("epoch", epoch)) if v}
     return PackageURL(p.kind, listing.os_id, p.name, version, qualifiers=qualifiers)

@@ -20,7 +20,7 @@ def version(text: str) -> str | None:
     text = text.strip().lstrip("vV")
     if Version.PATTERN.match(text):
         return text
-    m = re.match(r"\d+(?:\.\d+){0,3}", text)
+    m = re.match(r"[0-9]+(?:\.[0-9]+){0,3}", text)
     return m.group() if m else None
 
 
@@ -62,8 +62,8 @@ def cpuinfo(text: str) -> list[Clue]:
     m = _search(r"^(?:model name|cpu model|Model)\s*:\s*(.+)$", text)
     if m:
         out += _clue("host.cpu", m.group(1).strip(), text, m)
-    sockets = set(re.findall(r"^physical id\s*:\s*(\d+)", text, re.MULTILINE))
-    per = _search(r"^cpu cores\s*:\s*(\d+)", text)
+    sockets = set(re.findall(r"^physical id\s*:\s*([0-9]+)", text, re.MULTILINE))
+    per = _search(r"^cpu cores\s*:\s*([0-9]+)", text)
     n = len(re.findall(r"^processor\s*:", text, re.MULTILINE))
     if sockets and per:  # physical cores (x86): sockets x 'cpu cores'; SMT siblings do not count
         cores = len(sockets) * int(per.group(1))
@@ -82,7 +82,7 @@ def hostname(text: str) -> list[Clue]:
 # -- scheduler and launcher -------------------------------------------------------------
 
 def srun_version(text: str) -> list[Clue]:
-    m = _search(r"^slurm(?:-wlm)?\s+(\d\S*)", text)
+    m = _search(r"^slurm(?:-wlm)?\s+([0-9]\S*)", text)
     return _clue("host.scheduler", "slurm", text, m) + _clue("host.scheduler_version", m.group(1), text, m) if m else []
 
 
@@ -116,12 +116,12 @@ def qstat_version(text: str) -> list[Clue]:
     m = _search(r"pbs_version\s*=\s*(\S+)", text)
     if m:
         return _clue("host.scheduler", "pbs", text, m) + _clue("host.scheduler_version", m.group(1), text, m)
-    m = _search(r"^Version:\s*(\d\S*)", text)  # Torque
+    m = _search(r"^Version:\s*([0-9]\S*)", text)  # Torque
     return _clue("host.scheduler", "torque", text, m) + _clue("host.scheduler_version", m.group(1), text, m) if m else []
 
 
 def lsid(text: str) -> list[Clue]:
-    m = _search(r"(?:IBM Spectrum|Platform) LSF\D*?(\d[\d.]*)", text)
+    m = _search(r"(?:IBM Spectrum|Platform) LSF[^0-9]*?([0-9][0-9.]*)", text)
     return _clue("host.scheduler", "lsf", text, m) + _clue("host.scheduler_version", m.group(1), text, m) if m else []
 
 
@@ -141,7 +141,7 @@ def mpirun_version(text: str) -> list[Clue]:
     m = _search(r"\(Open MPI\)\s+(\S+)", text)
     if m:
         return _mpi("openmpi", m.group(1), text, m)
-    m = _search(r"Intel\(R\) MPI Library.*?Version (\d{4})((?:\.\d+)*)(?: Update (\d+))?", text)
+    m = _search(r"Intel\(R\) MPI Library.*?Version ([0-9]{4})((?:\.[0-9]+)*)(?: Update ([0-9]+))?", text)
     if m:
         return _mpi("intel-mpi", _intel_version(*m.groups()), text, m)
     if "HYDRA build details" in text:
@@ -186,10 +186,10 @@ def mpi_library_version(text: str) -> list[Clue]:
     m = _search(r"CRAY MPICH version (\S+)", text)
     if m:
         return _mpi("cray-mpich", m.group(1), text, m)
-    m = _search(r"Open MPI v(\d\S*?),", text)
+    m = _search(r"Open MPI v([0-9]\S*?),", text)
     if m:
         return _mpi("openmpi", m.group(1), text, m)
-    m = _search(r"Intel\(R\) MPI Library (\d{4})((?:\.\d+)*)(?: Update (\d+))?", text)
+    m = _search(r"Intel\(R\) MPI Library ([0-9]{4})((?:\.[0-9]+)*)(?: Update ([0-9]+))?", text)
     if m:
         return _mpi("intel-mpi", _intel_version(*m.groups()), text, m)
     m = _search(r"^(?:MPICH|MVAPICH2?) Version:\s*(\S+)", text)
@@ -199,7 +199,7 @@ def mpi_library_version(text: str) -> list[Clue]:
 def ldconfig(text: str) -> list[Clue]:
     """`ldconfig -p`: libmpi.so.12 = MPICH ABI, libmpi.so.40 = Open MPI ABI; libmpi_cray = Cray MPICH."""
     out = []
-    m = _search(r"^\s*libmpi(?:_cray)?\.so\.(\d+)\s.*=>\s*(\S+)", text)
+    m = _search(r"^\s*libmpi(?:_cray)?\.so\.([0-9]+)\s.*=>\s*(\S+)", text)
     if m and m.group(1) in LIBMPI_ABI:
         out += _clue("mpi.abi", LIBMPI_ABI[m.group(1)], text, m)
     m = _search(r"^\s*libfabric\.so\.1\s.*=>\s*(\S+)", text)
@@ -208,8 +208,8 @@ def ldconfig(text: str) -> list[Clue]:
     return out
 
 
-CRAY_MPICH_PATH = r"(/\S*?/mpich/(\d+\.\d+\.\d+[\d.]*))"
-INTEL_MPI_PATH = r"(\S*?(?:mpi|impi)/(20\d\d(?:\.\d+)+))"
+CRAY_MPICH_PATH = r"(/\S*?/mpich/([0-9]+\.[0-9]+\.[0-9]+[0-9.]*))"
+INTEL_MPI_PATH = r"(\S*?(?:mpi|impi)/(20[0-9][0-9](?:\.[0-9]+)+))"
 
 
 def environment(text: str) -> list[Clue]:
@@ -258,7 +258,7 @@ def fi_info_version(text: str) -> list[Clue]:
 
 def ucx_info(text: str) -> list[Clue]:
     """'# Library version: 1.15.0' (UCX >= 1.13) or '# UCT version=1.11.1 revision ...' (older)."""
-    m = _search(r"#\s*(?:Library version:|UCT version=|Version)\s*(\d\S*)", text)
+    m = _search(r"#\s*(?:Library version:|UCT version=|Version)\s*([0-9]\S*)", text)
     return _clue("fabric.ucx_version", version(m.group(1)), text, m) if m else []
 
 
@@ -284,7 +284,7 @@ def ib_ports(text: str) -> list[Clue]:
 def nvidia_query(text: str) -> list[Clue]:
     """`nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader`."""
     rows = [[f.strip() for f in ln.split(",")] for ln in text.splitlines() if ln.count(",") == 2]
-    rows = [r for r in rows if re.fullmatch(r"\d+\.\d+", r[2])]
+    rows = [r for r in rows if re.fullmatch(r"[0-9]+\.[0-9]+", r[2])]
     if not rows:
         return []
     name, driver, cap = rows[0]
@@ -298,7 +298,7 @@ def nvidia_query(text: str) -> list[Clue]:
 def nvidia_smi(text: str) -> list[Clue]:
     """Plain `nvidia-smi` header: 'Driver Version: 535.104.05   CUDA Version: 12.2'."""
     out = []
-    for key, pattern in (("gpu.driver", r"Driver Version:\s*(\S+)"), ("gpu.cuda_driver", r"CUDA Version:\s*(\d+\.\d+)")):
+    for key, pattern in (("gpu.driver", r"Driver Version:\s*(\S+)"), ("gpu.cuda_driver", r"CUDA Version:\s*([0-9]+\.[0-9]+)")):
         m = _search(pattern, text)
         if m:  # without the table's box characters
             out.append(Clue(key, m.group(1), re.sub(r"\s*\|\s*", " ", _line(text, m)).strip()))
@@ -306,13 +306,13 @@ def nvidia_smi(text: str) -> list[Clue]:
 
 
 def nvcc_version(text: str) -> list[Clue]:
-    m = _search(r"release (\d+\.\d+)", text)
+    m = _search(r"release ([0-9]+\.[0-9]+)", text)
     return _clue("gpu.cuda_toolkit", m.group(1), text, m) if m else []
 
 
 def rocm_smi_product(text: str) -> list[Clue]:
     """`rocm-smi --showproductname`: 'GPU[0] : Card series: AMD Instinct MI250X' ... 'GFX Version: gfx90a'."""
-    series = re.findall(r"^GPU\[(\d+)\]\s*:\s*Card [Ss]eries:\s*(.+?)\s*$", text, re.MULTILINE)
+    series = re.findall(r"^GPU\[([0-9]+)\]\s*:\s*Card [Ss]eries:\s*(.+?)\s*$", text, re.MULTILINE)
     if not series:
         return []
     m = _search(r"Card [Ss]eries:\s*(.+?)\s*$", text)
@@ -324,7 +324,7 @@ def rocm_smi_product(text: str) -> list[Clue]:
 
 def amd_smi_static(text: str) -> list[Clue]:
     """`amd-smi static --asic`: 'GPU: 0' blocks with 'MARKET_NAME:' and 'TARGET_GRAPHICS_VERSION:'."""
-    gpus = re.findall(r"^GPU:\s*(\d+)", text, re.MULTILINE)
+    gpus = re.findall(r"^GPU:\s*([0-9]+)", text, re.MULTILINE)
     m = _search(r"MARKET_NAME:\s*(.+?)\s*$", text)
     if not gpus or not m:
         return []
@@ -335,13 +335,13 @@ def amd_smi_static(text: str) -> list[Clue]:
 
 
 def amd_smi_version(text: str) -> list[Clue]:
-    m = _search(r"ROCm version:\s*(\d[\d.]*)", text)
+    m = _search(r"ROCm version:\s*([0-9][0-9.]*)", text)
     return _clue("gpu.rocm_version", version(m.group(1)), text, m) if m else []
 
 
 def rocm_version_file(text: str) -> list[Clue]:
     """/opt/rocm/.info/version: '6.2.4-139' -> 6.2.4."""
-    m = _search(r"^\s*(\d+\.\d+(?:\.\d+)?)", text)
+    m = _search(r"^\s*([0-9]+\.[0-9]+(?:\.[0-9]+)?)", text)
     return _clue("gpu.rocm_version", m.group(1), text, m) if m else []
 
 

@@ -218,7 +218,7 @@ def check_header(stage: Stage, index: int, target: Target = Target()) -> list[Hi
     for line, text in stage.bad_header:
         hits.append((line, "AP004", f"header line is not `Keyword: value`: {text[:60]}"))
     for h in stage.header:
-        if h.key not in HEADERS and not re.fullmatch(r"otherurl\d+", h.key):
+        if h.key not in HEADERS and not re.fullmatch(r"otherurl[0-9]+", h.key):
             hits.append((h.line, "AP004", f"unknown header keyword `{h.raw_key}` ({did_you_mean(h.key, HEADERS)})"))
     boot = stage.get("bootstrap")
     if boot is None:

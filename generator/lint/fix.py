@@ -268,7 +268,7 @@ FILTERS = frozenset({"tr", "sort", "uniq", "cut", "tac", "rev", "base64", "cat"}
 READS_ALL = FILTERS | {"tee", "wc", "sed", "awk", "grep", "sha256sum", "sha512sum", "md5sum", "gpg", "apt-key", "xxd",
                        "od", "column", "paste", "fold", "nl", "dd"}
 _STOPS_GREP = re.compile(r"-[A-Za-z]*[qlLm][A-Za-z0-9]*|--(quiet|silent|max-count|files-with(out)?-match(es)?)(=.*)?")
-_SED_QUIT = re.compile(r"(^|[;{}\s]|^\d+|\$|/)[qQ](\s*\d*\s*($|[;}]))")
+_SED_QUIT = re.compile(r"(^|[;{}\s]|^[0-9]+|\$|/)[qQ](\s*[0-9]*\s*($|[;}]))")
 
 
 def _never_ends(c: shell.Command) -> bool:
@@ -321,7 +321,7 @@ BASHISMS = (
                                                           "bash's does not"),
     (re.compile(r"\$'"), "$'...' strings: bash expands the escapes, sh keeps them"),
     (re.compile(r"\[\s[^]\n]*\s==\s|\btest\s[^\n;&|]*\s==\s"), "== in [ ]: dash stops with an error, bash compares"),
-    (re.compile(r"&>|\|&|<<<|[<>]\(|\[\[|\$\{![\w@*]|\$\{\w+(:[-=?+]?\d|/|\^|,)"),
+    (re.compile(r"&>|\|&|<<<|[<>]\(|\[\[|\$\{![\w@*]|\$\{\w+(:[-=?+]?[0-9]|/|\^|,)"),
      "bash-only syntax (&>, |&, <<<, <(), [[, ${x:n}, ${x/a/b}): dash reads it otherwise or stops"),
     (re.compile(r"(^|[;&|({]\s*)(source|shopt|declare|typeset|let|pushd|popd|function)\s"),
      "a bash builtin or keyword (source, shopt, declare, let, pushd, function): dash has none of them"),

@@ -71,7 +71,7 @@ class Target:
             raise LintError(f"lint: --target '{text}': write apptainer[:VERSION] or singularity[:VERSION]")
         if not version:
             return cls(name)
-        m = re.match(r"^v?(\d+(?:\.\d+)*)", version)
+        m = re.match(r"^v?([0-9]+(?:\.[0-9]+)*)", version)
         if not m:
             raise LintError(f"lint: --target '{text}': '{version}' is not a version (e.g. 1.3.6)")
         return cls(name, tuple(int(p) for p in m.group(1).split(".")))
@@ -127,7 +127,7 @@ class Source:
     kind: str
 
 
-_BACKUP = re.compile(r"\.orig(\.\d+)?$")
+_BACKUP = re.compile(r"\.orig(\.[0-9]+)?$")
 _NOT_RECIPE = re.compile(r"(\.(md|rst|txt|json|ya?ml|toml|ini|cfg|conf|csv|xml|html?|log|bak|swp|lock|diff|patch|"
                          r"dockerignore|py[cod]?|sh|bash|c|h|cc|cpp|go|rs|java|js|ts|rb|pl|so|o|a|gz|bz2|xz|zst|tar|"
                          r"tgz|zip|whl|sif|simg|img|png|jpe?g|svg|pdf)|~)$", re.I)

@@ -375,7 +375,7 @@ NOPASSWD = Rule(
     check=_each_command(_nopasswd, "password-less sudo ({found}): the user becomes root without a secret"))
 
 
-_VERSION_TAG = re.compile(r"v?\d+(\.\d+)+([._+-][\w.]+)?|[\w.-]*-\d+(\.\d+)+[\w.-]*")
+_VERSION_TAG = re.compile(r"v?[0-9]+(\.[0-9]+)+([._+-][\w.]+)?|[\w.-]*-[0-9]+(\.[0-9]+)+[\w.-]*")
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
 
 
@@ -430,20 +430,20 @@ UNPINNED_CLONE = Rule(
 # End of life of the distributions and Pythons base images are made from: (image name, tag pattern) -> (when,
 # the source). Checked against the distributions' own release pages (titles in docs/lint.md, GR015).
 END_OF_LIFE = (
-    ("centos", r"(centos)?6(\.[\d.]+)?", "CentOS Linux 6 reached its end of life on 2020-11-30"),
-    ("centos", r"(centos)?7(\.[\d.]+)?", "CentOS Linux 7 reached its end of life on 2024-06-30"),
-    ("centos", r"(centos)?8(\.[\d.]+)?", "CentOS Linux 8 reached its end of life on 2021-12-31"),
-    ("ubuntu", r"(14\.04(\.\d+)?|trusty)(-\d+)?", "Ubuntu 14.04 left standard support in 2019-04"),
-    ("ubuntu", r"(16\.04(\.\d+)?|xenial)(-\d+)?", "Ubuntu 16.04 left standard support in 2021-04"),
-    ("ubuntu", r"(18\.04(\.\d+)?|bionic)(-\d+)?", "Ubuntu 18.04 left standard support on 2023-05-31"),
-    ("ubuntu", r"(20\.04(\.\d+)?|focal)(-\d+)?", "Ubuntu 20.04 left standard support on 2025-05-31"),
+    ("centos", r"(centos)?6(\.[0-9.]+)?", "CentOS Linux 6 reached its end of life on 2020-11-30"),
+    ("centos", r"(centos)?7(\.[0-9.]+)?", "CentOS Linux 7 reached its end of life on 2024-06-30"),
+    ("centos", r"(centos)?8(\.[0-9.]+)?", "CentOS Linux 8 reached its end of life on 2021-12-31"),
+    ("ubuntu", r"(14\.04(\.[0-9]+)?|trusty)(-[0-9]+)?", "Ubuntu 14.04 left standard support in 2019-04"),
+    ("ubuntu", r"(16\.04(\.[0-9]+)?|xenial)(-[0-9]+)?", "Ubuntu 16.04 left standard support in 2021-04"),
+    ("ubuntu", r"(18\.04(\.[0-9]+)?|bionic)(-[0-9]+)?", "Ubuntu 18.04 left standard support on 2023-05-31"),
+    ("ubuntu", r"(20\.04(\.[0-9]+)?|focal)(-[0-9]+)?", "Ubuntu 20.04 left standard support on 2025-05-31"),
     ("debian", r"(8|jessie)([.-].*)?", "Debian 8 left LTS on 2020-06-30"),
     ("debian", r"(9|stretch)([.-].*)?", "Debian 9 left LTS on 2022-06-30"),
     ("debian", r"(10|buster)([.-].*)?", "Debian 10 left LTS on 2024-06-30"),
     ("debian", r"(11|bullseye)([.-].*)?", "Debian 11 left LTS on 2026-08-31"),
-    ("python", r"2(\.\d+)*([.-].*)?", "Python 2 reached its end of life on 2020-01-01"),
-    ("python", r"3\.[0-7](\.\d+)?([.-].*)?", "Python 3.7 and older reached their end of life by 2023-06-27"),
-    ("python", r"3\.8(\.\d+)?([.-].*)?", "Python 3.8 reached its end of life on 2024-10-07"),
+    ("python", r"2(\.[0-9]+)*([.-].*)?", "Python 2 reached its end of life on 2020-01-01"),
+    ("python", r"3\.[0-7](\.[0-9]+)?([.-].*)?", "Python 3.7 and older reached their end of life by 2023-06-27"),
+    ("python", r"3\.8(\.[0-9]+)?([.-].*)?", "Python 3.8 reached its end of life on 2024-10-07"),
     ("centos/centos", r"stream8", "CentOS Stream 8 reached its end of life on 2024-05-31"),
 )
 _CUDA_OS = re.compile(r"-(ubuntu1[468]\.04|ubuntu20\.04|centos[678])$")
@@ -578,7 +578,7 @@ def explain(rule_id: str) -> str:
     upstream = (HADOLINT_WIKI if rid.startswith("DL") else SHELLCHECK_WIKI if rid.startswith("SC") else "")
     r = RULES.get(rid)
     if r is None:
-        if re.fullmatch(r"(DL|SC)\d{4}", rid):
+        if re.fullmatch(r"(DL|SC)[0-9]{4}", rid):
             who = "hadolint" if rid.startswith("DL") else "ShellCheck"
             return f"{rid}: a {who} rule, reported as {who} words it.\n{upstream.format(id=rid)}"
         raise LintError(f"lint: unknown rule id '{rule_id}' ({did_you_mean(rid, RULES)})")

@@ -19,7 +19,7 @@ PRAGMA = re.compile(r"^\s*#\s*gen-recipe:\s*ignore=([A-Za-z0-9_,\s]+?)\s*$")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 _ARITH = re.compile(r"\$\(\([^()]*\)\)")
 _SUBST = re.compile(r"\$\([^()]*\)|`[^`]*`")
-_FD = re.compile(r"(?<=\s)\d+(?=[<>])")
+_FD = re.compile(r"(?<=\s)[0-9]+(?=[<>])")
 _OPS = {"&&", "||", ";", "&", "|", "|&", ";;", "(", ")", "\n"}
 _KEYWORDS = {"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time", "exec", "sudo", "env", "nohup"}
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -291,11 +291,11 @@ APT = Manager("apt-get", ("apt-get", "apt"), ("install",), ("--yes", "--assume-y
               ("-o", "-t", "-c", "--option", "--target-release", "--config-file", "--default-release"),
               "DL3008", "DL3014", "DL3009", "-y", "rm -rf /var/lib/apt/lists/*")
 YUM = Manager("yum", ("yum",), ("install", "groupinstall", "localinstall", "reinstall"), ("--assumeyes",), "y",
-              r"-\d|\.rpm$|/", r"^(yum clean all|rm .*/var/cache/yum)",
+              r"-[0-9]|\.rpm$|/", r"^(yum clean all|rm .*/var/cache/yum)",
               ("-c", "--config", "--enablerepo", "--disablerepo", "--installroot", "--releasever", "-x", "--exclude",
                "--setopt"), "DL3033", "DL3030", "DL3032", "-y", "yum clean all")
 DNF = Manager("dnf", ("dnf", "microdnf"), ("install", "reinstall"), ("--assumeyes",), "y",
-              r"-\d|\.rpm$|/", r"^((dnf|microdnf) clean all|rm .*/var/cache/(dnf|yum))",
+              r"-[0-9]|\.rpm$|/", r"^((dnf|microdnf) clean all|rm .*/var/cache/(dnf|yum))",
               ("-c", "--config", "--enablerepo", "--disablerepo", "--installroot", "--releasever", "-x", "--exclude",
                "--setopt"), "DL3041", "DL3038", "DL3040", "-y", "dnf clean all")
 ZYPPER = Manager("zypper", ("zypper",), ("install", "in"), ("--non-interactive", "--no-confirm"), "ny",
@@ -554,7 +554,7 @@ def cleans(c: Command) -> str | None:
 
 
 TOOLCHAIN = re.compile(r"^(build-essential|gcc|g\+\+|gcc-c\+\+|gfortran|gcc-gfortran|clang|llvm|make|cmake|ninja-build|"
-                       r"autoconf|automake|libtool|pkg-config|pkgconf|.+-dev|.+-devel)(-\d[\w.]*)?$")
+                       r"autoconf|automake|libtool|pkg-config|pkgconf|.+-dev|.+-devel)(-[0-9][\w.]*)?$")
 BUILDS = re.compile(r"^(make|cmake|ninja|gcc|g\+\+|cc|c\+\+|gfortran|nvcc|meson|configure|scons)$")
 
 

@@ -409,7 +409,7 @@ class Platform:
 
 
 _SIF = "sif"
-_BARE_VERSION = r"^\s*(\d+\.\d+\S*)\s*$"                # tools that print the version alone
+_BARE_VERSION = r"^\s*([0-9]+\.[0-9]+\S*)\s*$"                # tools that print the version alone
 PLATFORMS: Mapping[str, Platform] = {p.name: p for p in (
     # GPU flags missing below: Charliecloud and the user-space runtime see the host /dev and get NVIDIA libraries
     # by a set-up step; Sarus and the container engine enable their NVIDIA hook themselves.

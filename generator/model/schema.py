@@ -33,7 +33,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 class Version(str):
     """A version string such as 4.1.0, 2021.9, 1.15.2.0 or 4.1.4-3+b1 (distro package)."""
 
-    PATTERN = re.compile(r"^\d+(\.\d+){0,3}([-+~][0-9A-Za-z.+~-]+)?$")
+    PATTERN = re.compile(r"^[0-9]+(\.[0-9]+){0,3}([-+~][0-9A-Za-z.+~-]+)?$")
 
     @property
     def parts(self) -> tuple[int, ...]:
@@ -74,7 +74,7 @@ KINDS: Mapping[str, tuple[re.Pattern, str]] = {k: (re.compile(v[0]), v[1]) for k
     "value": (r"[A-Za-z0-9_./:,=@%+ -]{0,1024}", "letters, digits, spaces and _ . / : , = @ % + - (no quotes, no $)"),
     "unit": (r"[A-Za-z0-9/%._ -]{1,32}", "a unit such as samples/s"),
     "option": (r"--[a-z][a-z0-9-]{0,63}(=[A-Za-z0-9_.,:/+=-]{1,512})?", "a long option such as --network=disable_rdzv_get"),
-    "walltime": (r"(\d{1,3}-)?\d{1,3}:[0-5]\d:[0-5]\d", "a wall time [D-]HH:MM:SS such as 12:00:00 or 2-00:00:00"),
+    "walltime": (r"([0-9]{1,3}-)?[0-9]{1,3}:[0-5][0-9]:[0-5][0-9]", "a wall time [D-]HH:MM:SS such as 12:00:00 or 2-00:00:00"),
 }.items()}
 
 
@@ -251,7 +251,7 @@ def read_toml(text: str, path: str, what: str = "site file") -> dict:
         raise SiteError(path, "", "invalid TOML: nested too deeply", f"a {what} nests tables a few levels") from None
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
-        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        m = re.search(r"\(at line ([0-9]+), column ([0-9]+)\)", msg)
         where = f"line {m.group(1)}, column {m.group(2)}" if m else "syntax"
         raise SiteError(path, where, "invalid TOML: " + re.sub(r"\s*\(at .*\)$", "", msg),
                         "fix the TOML syntax") from None

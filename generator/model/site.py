@@ -430,7 +430,7 @@ class Site:
 
 
 # Base images whose tags name their GPU stack's version (the first group).
-STACK_TAG = re.compile(r"(?:docker\.io/)?(?:rocm/[a-z0-9._-]+|nvidia/cuda):(\d+\.\d+(?:\.\d+)?)(?:[-_][A-Za-z0-9._-]*)?")
+STACK_TAG = re.compile(r"(?:docker\.io/)?(?:rocm/[a-z0-9._-]+|nvidia/cuda):([0-9]+\.[0-9]+(?:\.[0-9]+)?)(?:[-_][A-Za-z0-9._-]*)?")
 
 # ROCm's release series in order. AMD's "User and kernel-space support matrix" (ROCm install guide, 6.3.0,
 # 2025-06-26): "forward and backward compatibility between the AMD Kernel-mode GPU Driver (KMD) and its user
@@ -633,7 +633,7 @@ def gpu_mpi_enabled(value: str) -> bool:
 def gtl_preloaded(env: Mapping[str, str], stack: str) -> bool:
     """LD_PRELOAD names the GTL library of `stack` (an element whose file name is libmpi_gtl_hsa.so[.N])."""
     gtl = GTL_LIBRARY.get(stack, "libmpi_gtl_")
-    return any(re.fullmatch(re.escape(gtl) + r"[a-z]*\.so(?:\.\d+)*", part.rsplit("/", 1)[-1])
+    return any(re.fullmatch(re.escape(gtl) + r"[a-z]*\.so(?:\.[0-9]+)*", part.rsplit("/", 1)[-1])
                for part in re.split(r"[:\s]+", env.get("LD_PRELOAD", "")))
 
 

@@ -317,7 +317,7 @@ def _checked(option: str, value: str, kind: str, example: str) -> None:
 
 
 # HOST[:PORT][/PATH] as OCI distribution names it: a host name, then lower-case path components.
-REGISTRY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::\d{1,5})?"
+REGISTRY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?"
                       r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 
 

@@ -119,7 +119,7 @@ def tail(text: str, lines: int = 3, width: int = 300) -> str:
 
 
 # srun's own per-task exit lines: the exit code is in the message already, the cause is in the lines before
-SRUN_EXIT = re.compile(r"^srun: error: \S+: tasks? [0-9,-]+: Exited with exit code \d+$")
+SRUN_EXIT = re.compile(r"^srun: error: \S+: tasks? [0-9,-]+: Exited with exit code [0-9]+$")
 
 
 def failure_line(job_id: str, state: str, exit_code: str, output: str) -> str:
@@ -230,7 +230,7 @@ def wait(job_id: str, env: Mapping[str, str] | None = None, timeout: float = 600
         time.sleep(min(next(pauses), max(deadline - now, 0.01)))
 
 
-GRANTED = re.compile(r"(?:Granted|Pending) job allocation (\d+)")
+GRANTED = re.compile(r"(?:Granted|Pending) job allocation ([0-9]+)")
 
 
 def reachable(env: Mapping[str, str] | None = None) -> str | None:

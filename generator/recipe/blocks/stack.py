@@ -54,7 +54,7 @@ def base(site: Site, which: str, name: str) -> baseimage:
 
 def cuda_major(site: Site) -> int:
     """The CUDA major version of the runtime image (nvidia/cuda:<major>.<minor>...), else the host's."""
-    m = re.search(r":(\d+)\.", site.base.runtime)
+    m = re.search(r":([0-9]+)\.", site.base.runtime)
     return int(m.group(1)) if m else site.gpu.version.parts[0]
 
 
