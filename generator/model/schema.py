@@ -11,6 +11,7 @@ dataclass with a `from_array(values, key, fail)` class method may also be writte
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import sys
@@ -219,7 +220,7 @@ class Loader:
         return raw
 
     def table(self, cls, raw: Mapping, prefix: str):
-        hints = typing.get_type_hints(cls)
+        hints = type_hints(cls)
         fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
         for k in raw:
             if k not in fields:
@@ -239,6 +240,13 @@ class Loader:
             elif f.default is None and dataclasses.is_dataclass(is_optional(hints[name])[1]):
                 kwargs[name] = self.table(is_optional(hints[name])[1], {}, key)
         return cls(**kwargs)
+
+
+@functools.cache
+def type_hints(cls) -> Mapping[str, object]:
+    """The resolved field types of a schema class, read once (typing.get_type_hints evaluates every annotation
+    each time: half of a site file's load)."""
+    return types.MappingProxyType(typing.get_type_hints(cls))
 
 
 def read_toml(text: str, path: str, what: str = "site file") -> dict:
