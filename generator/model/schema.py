@@ -74,7 +74,7 @@ KINDS: Mapping[str, tuple[re.Pattern, str]] = {k: (re.compile(v[0]), v[1]) for k
     "imgpath": (r"(/[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,127}){1,16}", "an absolute path in the image such as /opt/app"),
     "value": (r"[A-Za-z0-9_./:,=@%+ -]{0,1024}", "letters, digits, spaces and _ . / : , = @ % + - (no quotes, no $)"),
     "unit": (r"[A-Za-z0-9/%._ -]{1,32}", "a unit such as samples/s"),
-    "option": (r"--[a-z][a-z0-9-]{0,63}(=[A-Za-z0-9_.,:/+=-]{1,512})?", "a long option such as --network=disable_rdzv_get"),
+    "option": (r"--[a-z][a-z0-9-]{0,63}(=[A-Za-z0-9_.,:/+=@-]{1,512})?", "a long option such as --network=disable_rdzv_get"),
     "walltime": (r"([0-9]{1,3}-)?[0-9]{1,3}:[0-5][0-9]:[0-5][0-9]", "a wall time [D-]HH:MM:SS such as 12:00:00 or 2-00:00:00"),
 }.items()}
 

@@ -786,13 +786,16 @@ def _check_scheduler(site: Site, fail) -> None:
 
 def _check_options(site: Site, fail) -> None:
     """The option lists that reach sbatch and srun: each item an option its key allows, by its full name
-    (generator.model.options)."""
+    (generator.model.options), once."""
     for key, items in (("scheduler.options", site.scheduler.options), ("host.rank_binding", site.host.rank_binding),
                        ("fabric.collectives.sbatch", site.fabric.collectives.sbatch)):
+        names = [item.partition("=")[0] for item in items]
         for i, item in enumerate(items):
             problem, fix = options.problem(key, item)
             if problem:
                 fail(f"{key}[{i}]", problem, fix)
+            if names[i] in names[:i]:
+                fail(f"{key}[{i}]", f"{names[i]} is listed twice (the program would take the last)", "keep one")
 
 
 # The forms Slurm's --time takes (sbatch(1), -t/--time): "minutes", "minutes:seconds", "hours:minutes:seconds",

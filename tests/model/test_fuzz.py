@@ -1,7 +1,9 @@
 """The site-file fuzzer: mutated real site files (types, values, nesting, unicode, control characters,
 deleted keys, broken TOML) through `gen-recipe --site FILE` and `gen-recipe launch`. Every case must end
 with exit 0, or one line on stderr naming the file and exit 2 — never a traceback. 2,000 cases here,
-20,000 with --fuzz-long (README, Hostile input)."""
+20,000 with --fuzz-long (README, Hostile input). The option lists that reach sbatch and srun have a fuzzer of
+their own (random long options and abbreviations, read back with the C library's getopt_long): 300 cases here,
+20,000 with --fuzz-long."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import contextlib
 import io
 import json
 import math
+import random
+import shlex
 import sys
 from pathlib import Path
 
@@ -16,6 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.cli import main as cli
+from generator.errors import SiteError
+from generator.model import options
+from generator.model import site as site_mod
+from generator.run import launch
+from tests.model import glibc_getopt
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,6 +36,7 @@ SITES = sorted((REPO / "sites").glob("*.toml"))
 RAW = [tomllib.loads(p.read_text()) for p in SITES]
 TEXTS = [p.read_text() for p in SITES]
 CASES = 20_000 if "--fuzz-long" in sys.argv else 2_000
+OPTION_CASES = 20_000 if "--fuzz-long" in sys.argv else 300      # the option lists' fuzzer (below)
 
 
 class Deep(int):
@@ -149,3 +159,86 @@ def test_mutated_app_files_give_exit_0_or_one_line(text, tmp_path_factory):
         assert code == 0 or (code == 2 and err.count("\n") == 1 and err.startswith("gen-recipe: ")
                              and "fuzzed.toml" in err and "\x1b" not in err), (code, err[:500])
     assert not Path("/tmp/gen-recipe-fuzz").exists()
+
+
+# -- the option lists that reach sbatch and srun ---------------------------------------------------------------------
+
+OPTION_SITES = ("frontier", "lumi", "leonardo", "perlmutter", "odo")     # Slurm and srun, one rank per GPU
+OPTION_RAW = {name: tomllib.loads((REPO / "sites" / f"{name}.toml").read_text()) for name in OPTION_SITES}
+VALUES = ("", "", "=1", "=7", "=NONE", "=ALL", "=ALL,LD_PRELOAD=/tmp/gen-recipe-fuzz.so", "=/tmp/gen-recipe-fuzz.sh",
+          "=closest", "=disable_rdzv_get", "=99:00:00", "=abc", "=L", "=10L", "=user", "=cores", "=v,mask_cpu=0xfe,0x1",
+          "=block:cyclic", "=1@10:00", "=nomultithread", "=enforce-binding", "==", "=a=b", "=--account=x")
+# what launch writes itself on the #SBATCH lines and on the srun line (each once)
+LAUNCH_SBATCH = {"--job-name", "--nodes", "--ntasks-per-node", "--time", "--gpus-per-node", "--account", "--partition",
+                 "--qos", "--constraint", "--cpus-per-task", "--mem-per-gpu"}
+LAUNCH_SRUN = {"--nodes", "--ntasks-per-node", "--cpus-per-task", "--gpus-per-node", "--mpi"}
+
+
+@st.composite
+def option_lists(draw):
+    """(site name, {key: items}): one to three of the site's option lists set to random long options of the
+    program each reaches (any of its options or aliases, in full or a prefix, with or without a value), the key's
+    own options and random text."""
+    rnd = random.Random(draw(st.integers(0, 2**32)))
+    hostile = rnd.choice((0.0, 0.1, 0.5))           # the share of hostile items: a third of the cases have none
+    lists = {}
+    for key in rnd.sample(sorted(options.ALLOWED), rnd.randint(1, 3)):
+        program, allowed = options.ALLOWED[key]
+        names = [f"--{n}" for n in options.table(program)] + list(allowed) * 6
+        items = []
+        for _ in range(rnd.randint(1, 4)):
+            name = rnd.choice(list(allowed))
+            if rnd.random() >= hostile:             # one the key takes, with a value it takes
+                items.append(name if allowed[name] is None else f"{name}={options.EXAMPLES[name]}")
+            elif rnd.random() < 0.1:
+                items.append("".join(rnd.choice("-abcdeinoprstu_=,:/.@01") for _ in range(rnd.randint(1, 20))))
+            else:                                   # any option of the program or alias, in full or a prefix
+                name = rnd.choice(names)
+                cut = len(name) if rnd.random() < 0.6 else rnd.randint(3, len(name))
+                items.append(name[:cut] + rnd.choice(VALUES))
+        lists[key] = items
+    return rnd.choice(OPTION_SITES), lists
+
+
+def sbatch_and_srun_words(script: str) -> tuple[list[str], list[str]]:
+    """The words of a script's #SBATCH lines (as sbatch reads them) and of its srun line after `srun`."""
+    sbatch = [w for line in script.splitlines() if line.startswith("#SBATCH ") for w in line.split()[1:]]
+    srun = next(line for line in script.replace("\\\n", " ").splitlines() if line.startswith("srun "))
+    return sbatch, shlex.split(srun)[1:]
+
+
+@settings(max_examples=OPTION_CASES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=option_lists())
+def test_option_lists_reach_sbatch_and_srun_only_as_options_their_keys_allow(case):
+    """Random long options and abbreviations in [scheduler] options, [fabric.collectives] sbatch and
+    host.rank_binding: a site file is refused in one line naming the file and the key, or every item is, as the C
+    library's getopt_long reads it, an option its key allows written in full; and in the script launch writes,
+    sbatch and srun read only launch's own options (each once) and those. Never a traceback."""
+    name, lists = case
+    doc = json.loads(json.dumps(OPTION_RAW[name]))
+    for key, items in lists.items():
+        table, _, field = key.rpartition(".")
+        parent = doc
+        for part in table.split("."):
+            parent = parent.setdefault(part, {})
+        parent[field] = items
+    try:
+        site = site_mod.parse(toml_text(doc), "fuzzed.toml")
+    except SiteError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith(tuple(f"fuzzed.toml: {k}" for k in lists)), str(exc)
+        return
+    for key, items in lists.items():
+        program, allowed = options.ALLOWED[key]
+        for item in items:
+            assert glibc_getopt.read(program, [item]) == [item.partition("=")[0]], (key, item)
+            assert item.partition("=")[0] in allowed, (key, item)
+    script = launch.script(site, launch.Job(account="p1", image="img.sif"))
+    sbatch, srun = sbatch_and_srun_words(script)
+    for program, words, own, others in (
+            ("sbatch", sbatch, LAUNCH_SBATCH, {*options.ALLOWED["scheduler.options"][1],
+                                               *options.ALLOWED["fabric.collectives.sbatch"][1]}),
+            ("srun", srun, LAUNCH_SRUN, set(options.ALLOWED["host.rank_binding"][1]))):
+        read = glibc_getopt.read(program, words)
+        assert None not in read and set(read) <= own | others, (program, words, read)
+        assert all(read.count(o) <= 1 for o in own), (program, read)

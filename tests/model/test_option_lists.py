@@ -155,3 +155,8 @@ def test_the_tables_are_the_ones_the_installed_slurm_hands_getopt_long(tmp_path)
             first.setdefault(val, name)
             dumped[name] = f"--{first[val]}={arg}"
         assert dumped == dict(options.table(program)), program
+
+
+def test_an_option_is_listed_once():
+    with pytest.raises(SiteError, match=r"mine.toml: host.rank_binding\[1\]: --cpus-per-task is listed twice"):
+        site_mod.parse(frontier_with("host.rank_binding", ["--cpus-per-task=7", "--cpus-per-task=8"]), "mine.toml")
