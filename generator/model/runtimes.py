@@ -116,15 +116,15 @@ CACHE_BIND = "${GEN_RECIPE_KERNEL_BIND}"     # what a launch script mounts for t
 
 def cache_binds(site: Site, runtime: str, bind: str = CACHE_BIND) -> tuple[str, ...]:
     """What a container must mount to see the kernel caches' folder (`bind`: the script's choice, the site's
-    node-local folder or a folder the user named): nothing where the runtime shares the host's /tmp and that
-    is the node-local folder, nor where the site mounts it in every run. Runtimes that share /tmp (Apptainer,
-    Singularity, Charliecloud) see a folder of the user's only where they mount it anyway (docs/launch.md)."""
+    node-local folder or a folder the user named). A runtime that does not share the host's /tmp mounts `bind`
+    whatever the site mounts in every run: the folder the user named is not among those (the node-local folder
+    may be, mounted twice then, which the runtimes take). Runtimes that share /tmp (Apptainer, Singularity,
+    Charliecloud) need nothing where the node-local folder is /tmp or the site mounts it in every run, and see
+    a folder of the user's only where they mount it anyway (docs/launch.md)."""
+    if not PLATFORMS[runtime].shares_tmp:
+        return (bind,)
     tmp = site.host.local_tmp
-    if any(split_bind(b)[0] == tmp for b in site.container.binds):
-        return ()
-    if PLATFORMS[runtime].shares_tmp:
-        return () if tmp == "/tmp" else (tmp,)
-    return (bind,)
+    return () if tmp == "/tmp" or any(split_bind(b)[0] == tmp for b in site.container.binds) else (tmp,)
 
 
 def oci_volume(spec: str) -> str:

@@ -55,7 +55,8 @@ def test_a_runtime_that_does_not_share_tmp_gets_the_folder_bound():
     local = site_mod.load("local")
     assert runtimes.cache_binds(local, "charliecloud") == ()           # ch-run shares the host's /tmp
     assert runtimes.cache_binds(local, "podman") == ("${GEN_RECIPE_KERNEL_BIND}",)   # the script's choice
-    assert runtimes.cache_binds(site_mod.load("forhlr2"), "udocker") == ()   # the site binds /tmp in every run
+    # udocker: whatever the site binds in every run (forhlr2's /tmp), a folder the user named is not among them
+    assert runtimes.cache_binds(site_mod.load("forhlr2"), "udocker") == ("${GEN_RECIPE_KERNEL_BIND}",)
     assert runtimes.cache_binds(site_mod.load("perlmutter"), "podman-hpc") == ("${GEN_RECIPE_KERNEL_BIND}",)
     podman = _script(local, runtime="podman")
     assert ' -v "${GEN_RECIPE_KERNEL_BIND:-}:${GEN_RECIPE_KERNEL_BIND:-}" ' in podman
@@ -83,3 +84,26 @@ def test_a_cache_folder_made_by_another_user_is_refused(tmp_path):
 def test_podman_binds_are_host_folders_not_anonymous_volumes():
     assert model_runtimes.oci_volume("/lustre/orion") == "/lustre/orion:/lustre/orion"
     assert model_runtimes.oci_volume("/a:/b:ro") == "/a:/b:ro"
+
+
+@pytest.mark.parametrize("name", ["forhlr2", "ifca"])
+def test_a_cache_folder_the_user_names_is_mounted_by_udocker_sites_that_bind_tmp(name, tmp_path):
+    """forhlr2 and ifca bind /tmp in every run (host.local_tmp): a folder named in GEN_RECIPE_KERNEL_CACHE is
+    mounted too (the script computed its bind and udocker never got it); the default folder needs /tmp, mounted."""
+    text = _script(site_mod.load(name))
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    for stub in ("mpirun", "udocker", "module"):          # each records its argv, one word a line
+        (stubs / stub).write_text(f'#!/bin/sh\nprintf "%s\\n" {stub} "$@" >> "{tmp_path}/argv"\n')
+        (stubs / stub).chmod(0o755)
+    (tmp_path / "job.sh").write_text(text)
+    for cache, mounted in ((tmp_path / "kernels", str(tmp_path / "kernels")), (None, "/tmp")):
+        (tmp_path / "argv").write_text("")
+        env = {"PATH": f"{stubs}:/usr/bin:/bin", "USER": "ada", "SLURM_JOB_ID": "7", "HOME": str(tmp_path)}
+        env |= {"GEN_RECIPE_KERNEL_CACHE": str(cache)} if cache else {}
+        r = subprocess.run(["bash", str(tmp_path / "job.sh")], env=env, cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        words = (tmp_path / "argv").read_text().split("\n")
+        run = words[words.index("run"):]
+        assert [run[i + 1] for i, w in enumerate(run) if w == "-v"][-1] == mounted, run
+        assert f"--env=TORCHINDUCTOR_CACHE_DIR={cache or '/tmp/gen-recipe-cache-ada-7'}/inductor" in run

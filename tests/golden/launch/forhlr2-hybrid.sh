@@ -27,5 +27,5 @@ export GEN_RECIPE_KERNEL_CACHE GEN_RECIPE_KERNEL_BIND
 udocker setup --execmode=P1 pytorch-forhlr2
 udocker setup --nvidia pytorch-forhlr2
 
-mpirun -np 8 --map-by ppr:4:node udocker run --nobanner --hostenv --hostauth "--user=${USER:-}" -v /tmp "--env=TORCHINDUCTOR_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/inductor" "--env=TRITON_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/triton" "--env=CUDA_CACHE_PATH=${GEN_RECIPE_KERNEL_CACHE:-}/cuda" pytorch-forhlr2 python3 -m workloads.cnn \
+mpirun -np 8 --map-by ppr:4:node udocker run --nobanner --hostenv --hostauth "--user=${USER:-}" -v /tmp -v "${GEN_RECIPE_KERNEL_BIND:-}" "--env=TORCHINDUCTOR_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/inductor" "--env=TRITON_CACHE_DIR=${GEN_RECIPE_KERNEL_CACHE:-}/triton" "--env=CUDA_CACHE_PATH=${GEN_RECIPE_KERNEL_CACHE:-}/cuda" pytorch-forhlr2 python3 -m workloads.cnn \
     --mode ddp
