@@ -8,8 +8,9 @@ from generator import api
 
 
 def python(site: api.Site) -> api.PythonSpec:
-    """torch, mpi4py and transformers (the suite's bare twin installs the same)."""
-    return api.python_spec(site, api.plan(site), api.llm_requirements(site))
+    """torch and mpi4py as the pytorch image has them (the same layer), then transformers in a layer of its own (the
+    suite's bare twin installs the same)."""
+    return api.python_spec(site, api.plan(site), app=api.llm_requirements(site))
 
 
 def build(site: api.Site) -> list[hpccm.Stage]:

@@ -60,12 +60,15 @@ def test_both_variants_build_the_same_stack():
 
 
 def test_app_image_layers_reuse_the_stack():
-    """The app's pins are a layer after the site's Python stack, which is the pytorch recipe's own."""
+    """The app's pins (and the llm recipe's transformers) are a layer after the site's Python stack, which is the
+    pytorch recipe's own: the builder reuses its layers."""
     s = site.load("local")
-    app = render.recipe_text(s, SPECS[0], "docker")
     builtin = render.recipe_text(s, "pytorch", "docker")
-    stack = app.split("# The application's Python packages")[0].split("FROM ", 1)[1]
-    assert stack in builtin
+    for other in (SPECS[0], "llm"):
+        text = render.recipe_text(s, other, "docker")
+        stack = text.split("# Python packages beyond the shared stack")[0].split("FROM ", 1)[1]
+        assert stack in builtin, other
+    app = render.recipe_text(s, SPECS[0], "docker")
     assert "PIP_CERT=/run/secrets/ca /opt/venv/bin/pip --no-cache-dir install tqdm==4.67.1\n" in app
     assert "COPY app/src /opt/trainer" in app and "COPY --from=devel /opt/trainer /opt/trainer" in app
     assert 'ENV OMP_NUM_THREADS="1"' in app and "WORKDIR /opt/trainer" in app

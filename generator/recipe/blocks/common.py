@@ -122,8 +122,9 @@ class python_env(bb_base, hpccm.templates.rm):  # noqa: N801
         if wheels and not docker():
             commands.append(self.cleanup_step(items=[WHEELS_STAGING]))
         self += shell(commands=commands, _arguments=" ".join(base_mounts)) if base_mounts else shell(commands=commands)
-        if app or app_wheels:   # the application's own packages: a layer of their own, so changing them keeps the one above
-            self += comment("The application's Python packages")
+        if app or app_wheels:   # a layer of their own: changing them keeps the one above, which other images share
+            self += comment("Python packages beyond the shared stack (their own layer: images of the same stack share the "
+                            "one above)")
             app_mounts = [*mounts, "--mount=type=bind,source=app,target=/app-wheels"] if app_wheels and docker() else mounts
             staged = [posixpath.join("/app-wheels", w.removeprefix("app/")) if docker() else
                       posixpath.join(WHEELS_STAGING, posixpath.basename(w)) for w in app_wheels]

@@ -31,7 +31,10 @@ RUN lib=$(find /usr/lib -name libmpich.so.12 -print -quit) && [ -n "$lib" ] && l
 
 # Python environment (/opt/venv)
 RUN --mount=type=secret,id=ca --mount=type=bind,source=wheels,target=/wheels python3 -m venv /opt/venv && \
-    PIP_CERT=/run/secrets/ca /opt/venv/bin/pip --no-cache-dir install /wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl numpy==2.2.6 mpi4py==4.1.2 transformers==5.23.0
+    PIP_CERT=/run/secrets/ca /opt/venv/bin/pip --no-cache-dir install /wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl numpy==2.2.6 mpi4py==4.1.2
+# Python packages beyond the shared stack (their own layer: images of
+# the same stack share the one above)
+RUN --mount=type=secret,id=ca PIP_CERT=/run/secrets/ca /opt/venv/bin/pip --no-cache-dir install transformers==5.23.0
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 

@@ -29,7 +29,10 @@ RUN apt-get update -y && \
 
 # Python environment (/opt/venv)
 RUN --mount=type=secret,id=ca --mount=type=bind,source=wheels,target=/wheels python3 -m venv --system-site-packages /opt/venv && \
-    PIP_CERT=/run/secrets/ca /opt/venv/bin/pip --no-cache-dir install /wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl numpy==2.2.6 transformers==5.23.0
+    PIP_CERT=/run/secrets/ca /opt/venv/bin/pip --no-cache-dir install /wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl numpy==2.2.6
+# Python packages beyond the shared stack (their own layer: images of
+# the same stack share the one above)
+RUN --mount=type=secret,id=ca PIP_CERT=/run/secrets/ca /opt/venv/bin/pip --no-cache-dir install transformers==5.23.0
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 

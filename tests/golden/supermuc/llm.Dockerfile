@@ -92,8 +92,11 @@ ENV FI_PROVIDER_PATH=/usr/local/libfabric/lib/libfabric \
 # Python environment (/opt/venv)
 RUN python3 -m venv /opt/venv && \
     /opt/venv/bin/pip --no-cache-dir install --index-url https://download.pytorch.org/whl/cpu torch==2.5.1 && \
-    /opt/venv/bin/pip --no-cache-dir install numpy==2.2.6 transformers==4.46.3 && \
+    /opt/venv/bin/pip --no-cache-dir install numpy==2.2.6 && \
     MPICC=mpicc /opt/venv/bin/pip --no-cache-dir install --no-binary=mpi4py mpi4py==4.0.1
+# Python packages beyond the shared stack (their own layer: images of
+# the same stack share the one above)
+RUN /opt/venv/bin/pip --no-cache-dir install transformers==4.46.3
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 

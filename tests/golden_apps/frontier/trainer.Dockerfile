@@ -168,7 +168,8 @@ RUN python3 -m venv /opt/venv && \
     /opt/venv/bin/pip --no-cache-dir install --index-url https://download.pytorch.org/whl/rocm6.2.4 torch==2.6.0 && \
     /opt/venv/bin/pip --no-cache-dir install numpy==2.2.6 && \
     MPICC=/usr/local/mpich/bin/mpicc /opt/venv/bin/pip --no-cache-dir install --no-binary=mpi4py mpi4py==4.0.1
-# The application's Python packages
+# Python packages beyond the shared stack (their own layer: images of
+# the same stack share the one above)
 RUN /opt/venv/bin/pip --no-cache-dir install tqdm==4.67.1
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
