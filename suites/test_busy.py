@@ -90,12 +90,19 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("neighbour_runtime,kind", cases, ids=[f"{r}-beside-{k}" for r, k in cases])
 
 
+# The case every run measures (the rest with --neighbours): the one where podman's comparisons once failed (a measured
+# container in podman's shared parent cgroup beside other podman containers: docs/measuring.md)
+ALWAYS = ("podman", "containers")
+
+
 @pytest.mark.whole_machine          # loads every CPU: not beside another measurement
 def test_no_false_verdict_beside_neighbours(benchmark, suite, site, images, bare_python, cpu_pin, verdicts, neighbour_runtime,
                                             kind):
     """mnist bare vs container (pinned to one CPU) while every CPU runs a busy loop, as a bare process or as a
     container of the runtime measured, placed as that runtime places any container: pass, or unfit."""
     runtime = neighbour_runtime
+    if not suite.neighbours and (runtime, kind) != ALWAYS:
+        pytest.skip("on demand (--neighbours); by default only podman beside podman containers, where a false verdict was")
     need_runtime(suite, runtime)
     tol = tolerance(suite, WORKLOAD)
     image = images.for_runtime("pytorch", runtime)

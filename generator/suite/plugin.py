@@ -58,6 +58,7 @@ class SuiteOptions:
     sbatch_args: tuple[str, ...] = ()  # --sbatch-arg: for the suite's sbatch/salloc (account, partition, time)
     rehearse: bool = False             # --rehearse: the site's scheduler rehearsed on this machine (test_rehearsal.py)
     certify: str | None = None         # --certify KEY: sign the run's verdicts about --image at the end
+    neighbours: bool = False           # --neighbours: every runtime beside busy neighbours (test_busy.py), not one case
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "its registry, or write them beside the image file (needs --image and --benchmark-json)")
     g.addoption("--aa-repeats", type=int, default=0, metavar="N",
                 help="also repeat the A/A control N times and report its coverage (slow; e.g. 20)")
+    g.addoption("--neighbours", action="store_true",
+                help="compare every runtime beside busy neighbours on every CPU, as bare processes and as containers "
+                     "(slow: 2 comparisons per runtime; by default only podman beside podman containers)")
 
 
 def _in_suite(config: pytest.Config) -> bool:
@@ -187,7 +191,7 @@ def options_from(config: pytest.Config) -> SuiteOptions:
         site=site, runtimes=tuple(config.getoption("runtime")), rounds=rounds, workloads=workloads, recipe=recipe,
         tolerance=tolerance, image=config.getoption("image"), mode=config.getoption("mode"),
         aa_repeats=config.getoption("aa_repeats"), on_site=config.getoption("on_site"), launch=launch,
-        sbatch_args=sbatch_args, rehearse=rehearse, certify=certify)
+        sbatch_args=sbatch_args, rehearse=rehearse, certify=certify, neighbours=config.getoption("neighbours"))
 
 
 def launch_mode(site, given: str | None, sbatch_args: list[str], usage, environ=os.environ) -> tuple[str, tuple[str, ...]]:
