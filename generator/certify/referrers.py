@@ -10,16 +10,24 @@ one layer (the DSSE envelope) and `subject` = the image's manifest. Registries w
 (Debian's docker-registry 2.8 is one) get the spec's fallback: an image index tagged `sha256-<hex of the
 subject>` listing the referrers, read, extended and written back. Credentials: none, or the login of
 podman/skopeo/docker (their auth.json or config.json), sent to the registry's token service.
+
+Network rules: a request goes only to http or https, never from https to http (a redirect, a `Link`, an upload's
+`Location`, a token service: what went over https never goes in clear); credentials go only to the scheme, host
+and port they are for; every read waits at most `timeout`, every request (redirects included) ends by its
+deadline, and one client talks at most `total` seconds in all, on servers that answer a byte at a time too.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import functools
 import http.client
 import json
 import os
 import re
+import socket
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -41,8 +49,9 @@ ACCEPT = ", ".join((MANIFEST, INDEX, "application/vnd.docker.distribution.manife
                     "application/vnd.docker.distribution.manifest.list.v2+json"))
 PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
 MAX_MANIFEST = 4 << 20          # the distribution spec's limit for manifests
-TIMEOUT = 60                    # seconds without a byte
-DEADLINE = 300                  # seconds for one whole request (a 16 MB envelope on a slow link)
+TIMEOUT = 60                    # seconds one read may wait for a byte
+DEADLINE = 300                  # seconds for one whole request, redirects included (a 16 MB envelope on a slow link)
+TOTAL = 900                     # seconds one command may talk to the registry, every request together
 MAX_REFERRERS = 200             # envelopes one verify reads (each a few MB at most)
 MAX_PAGES = 20                  # pages of a referrers list
 _COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"          # the distribution spec's path component
@@ -112,33 +121,155 @@ def credentials(host: str, repo: str = "", environ: Mapping[str, str] = os.envir
     return None
 
 
-class _NoAuthElsewhere(urllib.request.HTTPRedirectHandler):
-    """Follows a registry's redirect (blobs served from object storage) without its credentials when the
-    redirect leaves the registry's host: a presigned URL carries its own."""
+def origin(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of an absolute URL, the scheme's port filled in: what credentials are bound to."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "", url, -1                         # a malformed URL is no one's origin
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), port if port is not None else {"http": 80, "https": 443}.get(scheme, -1)
+
+
+def allowed(source: str, url: str) -> bool:
+    """May a URL that a server at `source` named (a redirect, a `Link`, an upload's `Location`, a token service) be
+    opened? http or https with a host, and https when `source` is: nothing that went over https goes in clear."""
+    scheme, host, port = origin(url)
+    return scheme in ("http", "https") and bool(host) and port > 0 and (scheme == "https" or origin(source)[0] != "https")
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When one request must be over (`end`, on time.monotonic()), and how long one read may wait for a byte."""
+    end: float
+    per_read: float
+    seconds: float                  # the request's whole time, for messages
+
+    def left(self) -> float:
+        """What the next connect, handshake, read or write may take; TimeoutError once the request's time is up."""
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"no answer within {self.seconds:g} s")
+        return min(self.per_read, left)
+
+
+class _Timed:
+    """A socket each of whose reads and writes waits at most its request's `Deadline.left()`: a per-read timeout
+    that shrinks to what is left of the request (a server that sends a byte every second is cut off too)."""
+
+    deadline: Deadline | None = None
+
+    def _arm(self) -> None:
+        if self.deadline is not None:
+            self.settimeout(self.deadline.left())
+
+    def recv(self, *args):
+        self._arm()
+        return super().recv(*args)
+
+    def recv_into(self, *args):
+        self._arm()
+        return super().recv_into(*args)
+
+    def send(self, *args):
+        self._arm()
+        return super().send(*args)
+
+    def sendall(self, *args):
+        self._arm()
+        return super().sendall(*args)
+
+
+class _TimedSocket(_Timed, socket.socket):
+    pass
+
+
+class _TimedTLSSocket(_Timed, ssl.SSLSocket):
+    pass
+
+
+def _connect(host: str, port: int, deadline: Deadline) -> _TimedSocket:
+    """A TCP connection whose reads and writes keep `deadline` (the TLS handshake takes the timeout it has then as
+    its whole time)."""
+    plain = socket.create_connection((host, port), deadline.left())
+    sock = _TimedSocket(plain.family, plain.type, plain.proto, fileno=plain.detach())
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.deadline = deadline
+    sock.settimeout(deadline.left())
+    return sock
+
+
+class _Plain(http.client.HTTPConnection):
+    def __init__(self, host, *, deadline: Deadline, **kw):
+        super().__init__(host, **kw)
+        self.deadline = deadline
+
+    def connect(self):
+        self.sock = _connect(self.host, self.port, self.deadline)
+
+
+class _TLS(http.client.HTTPSConnection):
+    def __init__(self, host, *, deadline: Deadline, tls: ssl.SSLContext, **kw):
+        super().__init__(host, context=tls, **kw)
+        self.deadline, self.tls = deadline, tls
+
+    def connect(self):
+        sock = self.tls.wrap_socket(_connect(self.host, self.port, self.deadline), server_hostname=self.host)
+        sock.deadline = self.deadline
+        self.sock = sock
+
+
+class _HTTP(urllib.request.HTTPHandler):
+    def http_open(self, req):
+        return self.do_open(functools.partial(_Plain, deadline=req.deadline), req)
+
+
+class _HTTPS(urllib.request.HTTPSHandler):
+    """https with the system's CAs (or SSL_CERT_FILE's: a registry with a private CA) and timed sockets."""
+
+    def __init__(self):
+        self.tls = ssl.create_default_context()
+        self.tls.sslsocket_class = _TimedTLSSocket
+        super().__init__(context=self.tls)
+
+    def https_open(self, req):
+        return self.do_open(functools.partial(_TLS, deadline=req.deadline, tls=self.tls), req)
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follows a registry's redirect (blobs served from object storage) within the request's deadline, without its
+    body (which may be endless); refuses one from https to anything but https; keeps the credentials only when the
+    redirect stays on their scheme, host and port (a presigned URL carries its own)."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
+        fp.close()
+        if not allowed(req.full_url, newurl):
+            raise RegistryError(f"{shown(origin(req.full_url)[1])[:100]}: redirects {shown(req.full_url)[:100]} to "
+                                f"{shown(newurl)[:100]}: refused (only https from https: nothing sent over https goes "
+                                "in clear)")
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
-            new.remove_header("Authorization")
-            new.unredirected_hdrs.pop("Authorization", None)
+        if new is not None:
+            new.deadline = req.deadline
+            if origin(newurl) != origin(req.full_url):
+                new.remove_header("Authorization")
+                new.unredirected_hdrs.pop("Authorization", None)
         return new
 
 
 def _opener() -> urllib.request.OpenerDirector:
-    """http and https only (no file:, ftp: or data: for a URL a registry names), redirects without credentials."""
+    """http and https only (no file:, ftp: or data: for a URL a registry names), timed, redirects checked."""
     opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.HTTPHandler(), urllib.request.HTTPSHandler(), _NoAuthElsewhere(),
-                    urllib.request.HTTPDefaultErrorHandler(), urllib.request.HTTPErrorProcessor()):
+    for handler in (_HTTP(), _HTTPS(), _Redirects(), urllib.request.HTTPDefaultErrorHandler(),
+                    urllib.request.HTTPErrorProcessor()):
         opener.add_handler(handler)
     return opener
 
 
-def _read(resp, limit: int, deadline: float, what: str) -> bytes:
-    """At most `limit` bytes of a response, by `deadline` (a server that sends a byte at a time is cut off)."""
+def _read(resp, limit: int, what: str) -> bytes:
+    """At most `limit` bytes of a response (its socket keeps the request's deadline)."""
     chunks, size = [], 0
     while True:
-        if time.monotonic() > deadline:
-            raise RegistryError(f"{what}: the registry did not answer within {DEADLINE} s")
         chunk = resp.read1(1 << 16)
         if not chunk:
             return b"".join(chunks)
@@ -149,15 +280,37 @@ def _read(resp, limit: int, deadline: float, what: str) -> bytes:
 
 
 class Client:
-    """A few distribution API calls to one registry, with its token service's bearer tokens."""
+    """A few distribution API calls to one registry, with its token service's bearer tokens. `timeout`: seconds one
+    read may wait; `deadline`: seconds one request may take; `total`: seconds all the client's requests may take."""
 
-    def __init__(self, host: str, repo: str = "", environ: Mapping[str, str] = os.environ):
+    def __init__(self, host: str, repo: str = "", environ: Mapping[str, str] = os.environ, *,
+                 timeout: float = TIMEOUT, deadline: float = DEADLINE, total: float = TOTAL):
         self.host = host
         self.secure = not insecure(f"{host}/x")
         self.base = ("https" if self.secure else "http") + f"://{host}"
+        self.origin = origin(self.base)
         self.basic = credentials(host, repo, environ)
         self.auth: str | None = None
+        self.timeout, self.deadline, self.total = timeout, deadline, total
+        self.until = time.monotonic() + total
         self.opener = _opener()
+
+    def _deadline(self) -> Deadline:
+        """A new request's: the sooner of its own deadline and the client's end."""
+        end = min(time.monotonic() + self.deadline, self.until)
+        return Deadline(end, self.timeout, self.deadline if end < self.until else self.total)
+
+    def _open(self, req: urllib.request.Request, deadline: Deadline):
+        req.deadline = deadline                 # the timed sockets and the redirects read it
+        return self.opener.open(req, timeout=self.timeout)
+
+    def _failed(self, what: str, exc: BaseException, deadline: Deadline) -> RegistryError:
+        reason = getattr(exc, "reason", exc)            # urllib wraps a failed send in a URLError
+        if time.monotonic() >= deadline.end:
+            return RegistryError(f"{what}: the registry did not answer within {deadline.seconds:g} s")
+        if isinstance(reason, TimeoutError):
+            return RegistryError(f"{what}: the registry sent nothing for {self.timeout:g} s")
+        return RegistryError(f"{what}: cannot reach the registry ({shown(exc)[:200]})")
 
     def _token(self, challenge: str, scope_hint: str) -> str | None:
         scheme, _, params = challenge.partition(" ")
@@ -166,53 +319,65 @@ class Client:
         fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
         if scheme.lower() != "bearer" or "realm" not in fields:
             return None
-        realm = urllib.parse.urlsplit(fields["realm"])
-        if realm.scheme not in (("https",) if self.secure else ("https", "http")) or not realm.netloc:
-            raise RegistryError(f"{self.host}: its token service {shown(fields['realm'])[:100]} is not an https URL: refused")
+        realm = fields["realm"]
+        if not allowed(self.base, realm):
+            raise RegistryError(f"{self.host}: its token service {shown(realm)[:100]} is not an https URL: refused")
         query = {k: fields[k] for k in ("service", "scope") if k in fields}
         query.setdefault("scope", scope_hint)
-        req = urllib.request.Request(f"{fields['realm']}?{urllib.parse.urlencode(query)}")
-        if self.basic:
-            req.add_header("Authorization", f"Basic {self.basic}")
+        what, deadline = f"{self.host} token service", self._deadline()
         try:
-            with self.opener.open(req, timeout=TIMEOUT) as resp:
-                body = json.loads(_read(resp, 1 << 20, time.monotonic() + DEADLINE, f"{self.host} token service"))
-        except (OSError, ValueError, RecursionError, UnicodeError) as exc:
-            raise RegistryError(f"{self.host}: its token service refused ({shown(exc)[:200]}); log in with podman "
-                                f"login {self.host}") from None
+            req = urllib.request.Request(f"{realm}{'&' if '?' in realm else '?'}{urllib.parse.urlencode(query)}")
+            if self.basic:
+                req.add_header("Authorization", f"Basic {self.basic}")
+            with self._open(req, deadline) as resp:
+                body = json.loads(_read(resp, 1 << 20, what))
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            raise RegistryError(f"{self.host}: its token service answered {exc.code}; log in with podman login "
+                                f"{self.host}") from None
+        except (OSError, ValueError, RecursionError, UnicodeError, http.client.HTTPException) as exc:
+            raise self._failed(what, exc, deadline) from None
         token = (body.get("token") or body.get("access_token")) if isinstance(body, dict) else None
         return f"Bearer {token}" if isinstance(token, str) and token else None
 
     def call(self, method: str, path: str, repo: str, *, data: bytes | None = None,
              headers: Mapping[str, str] | None = None, limit: int = MAX_MANIFEST, ok=(200,)):
         """(status, headers, body). A 404 to GET or HEAD is an answer (not there); any other status outside `ok`
-        raises RegistryError, so a refused upload is never taken for a stored one."""
-        url = path if path.startswith(("https://", "http://")) else self.base + path      # a Location is absolute
-        here = urllib.parse.urlsplit(url).netloc == self.host
-        what = f"{self.host}: {method} {shown(urllib.parse.urlsplit(url).path)[:120]}"
+        raises RegistryError, so a refused upload is never taken for a stored one. `path` is the registry's, or an
+        absolute URL it named (a Link, a Location), refused when it leaves https."""
+        url = path if path.startswith(("https://", "http://")) else self.base + path
+        what = f"{self.host}: {method} {shown(path.removeprefix(self.base).split('?')[0])[:120]}"
+        if not allowed(self.base, url):
+            raise RegistryError(f"{what}: the registry names {shown(url)[:100]}: refused (only https from a registry on "
+                                "https: nothing sent over https goes in clear)")
         for attempt in (0, 1):
-            req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
-            if self.auth and here:
-                req.add_header("Authorization", self.auth)          # dropped on a redirect to another host
+            deadline = self._deadline()
             try:
-                with self.opener.open(req, timeout=TIMEOUT) as resp:
+                req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
+                if self.auth and origin(url) == self.origin:
+                    req.add_header("Authorization", self.auth)      # dropped on a redirect that leaves the origin
+                with self._open(req, deadline) as resp:
                     if resp.status not in ok:                # a 200 to an upload that answers 201 is not "stored"
                         raise RegistryError(f"{what} answered {resp.status}, not {' or '.join(map(str, ok))}")
-                    return resp.status, resp.headers, _read(resp, limit, time.monotonic() + DEADLINE, what)
+                    return resp.status, resp.headers, _read(resp, limit, what)
             except urllib.error.HTTPError as exc:
-                if exc.code == 401 and attempt == 0:
-                    push = "pull,push" if method in ("PUT", "POST") else "pull"
-                    self.auth = self._token(exc.headers.get("WWW-Authenticate", ""), f"repository:{repo}:{push}")
-                    if self.auth:
-                        continue
-                if exc.code in ok or (exc.code == 404 and method in ("GET", "HEAD")):
-                    return exc.code, exc.headers, b""
-                detail = shown(exc.read(2000).decode(errors="replace").strip())
-                raise RegistryError(f"{what} answered {exc.code} {shown(exc.reason)} {detail[:200]}"
+                with exc:
+                    if exc.code == 401 and attempt == 0 and origin(exc.geturl()) == self.origin:
+                        push = "pull,push" if method in ("PUT", "POST") else "pull"
+                        self.auth = self._token(exc.headers.get("WWW-Authenticate", ""), f"repository:{repo}:{push}")
+                        if self.auth:
+                            continue
+                    if exc.code in ok or (exc.code == 404 and method in ("GET", "HEAD")):
+                        return exc.code, exc.headers, b""
+                    try:
+                        detail = shown(exc.read(2000).decode(errors="replace").strip())
+                    except (OSError, ValueError, http.client.HTTPException) as err:
+                        raise self._failed(what, err, deadline) from None
+                raise RegistryError(f"{what} answered {exc.code} {shown(exc.reason)[:80]} {detail[:200]}"
                                     + ("; log in with podman login " + self.host if exc.code in (401, 403) else "")) \
                     from None
             except (OSError, UnicodeError, ValueError, http.client.HTTPException) as exc:
-                raise RegistryError(f"{what}: cannot reach the registry ({shown(exc)[:200]})") from None
+                raise self._failed(what, exc, deadline) from None
         raise RegistryError(f"{self.host}: not authorised for {repo}; log in with podman login {self.host}")
 
     def manifest(self, repo: str, reference: str) -> tuple[bytes, str] | None:
@@ -231,7 +396,8 @@ class Client:
         if status == 200:
             return digest
         _, headers, _ = self.call("POST", f"/v2/{repo}/blobs/uploads/", repo, data=b"", ok=(202,))
-        location = urllib.parse.urljoin(self.base + "/", headers["Location"])
+        location = _joined(self.base + f"/v2/{repo}/blobs/uploads/", headers.get("Location"),
+                           f"{self.host}: POST /v2/{repo}/blobs/uploads/: its Location header")
         sep = "&" if "?" in location else "?"
         self.call("PUT", f"{location}{sep}digest={urllib.parse.quote(digest)}", repo, data=data,
                   headers={"Content-Type": "application/octet-stream"}, ok=(201,))
@@ -241,6 +407,17 @@ class Client:
         _, headers, _ = self.call("PUT", f"/v2/{repo}/manifests/{reference}", repo, data=body,
                                   headers={"Content-Type": media_type}, ok=(201,))
         return headers
+
+
+def _joined(base: str, url, what: str) -> str:
+    """The absolute URL of a Location or Link `url` given at `base`; one line for a missing or malformed one."""
+    try:
+        if not isinstance(url, str) or not url:
+            raise ValueError("missing")
+        return urllib.parse.urljoin(base, url)
+    except ValueError:
+        raise RegistryError(f"{what}: {shown(url)[:100]} is not a URL (the registry is not the distribution API's)") \
+            from None
 
 
 def fallback_tag(digest: str) -> str:
@@ -309,14 +486,18 @@ def _fallback(client: Client, repo: str, digest: str) -> dict:
     return index
 
 
-def _next_page(headers, base: str) -> str | None:
+def _next_page(headers, page: str, what: str) -> str | None:
     """The `Link: <url>; rel="next"` of a paged referrers list (distribution spec; RFC 8288: several links in one
-    header, parameters in any order), absolute."""
+    header, parameters in any order), absolute (relative to the page it is on), checked as a redirect is."""
     for header in (headers.get_all("Link") or []) if headers else []:
         for url, params in re.findall(r'<([^>]*)>((?:\s*;\s*[^;,]+)*)', header):
             rels = re.search(r'rel\s*=\s*"?([^";,]+)"?', params)
             if rels and "next" in rels.group(1).split():
-                return urllib.parse.urljoin(base + "/", url)
+                url = _joined(page, url, f"{what}: its Link header")
+                if not allowed(page, url):
+                    raise RegistryError(f"{what}: its Link header names {shown(url)[:100]} as the next page: refused "
+                                        "(only https from https: nothing sent over https goes in clear)")
+                return url
     return None
 
 
@@ -325,12 +506,13 @@ def listed(ref: str, digest: str, client: Client | None = None) -> tuple[list[di
     every page of the API's list, bounded."""
     r = parse(ref)
     client = client or Client(r.host, r.repo)
-    found, where, url = [], None, f"/v2/{r.repo}/referrers/{digest}"
+    found, where, url = [], None, f"{client.base}/v2/{r.repo}/referrers/{digest}"
     for _ in range(MAX_PAGES):
         status, headers, body = client.call("GET", url, r.repo, headers={"Accept": INDEX})
         ctype = headers.get("Content-Type", "").split(";")[0] if headers else ""
         if status != 200 or ctype != INDEX:
             break
+        what = f"{ref}: the registry's referrers list ({shown(url)[:100]})"
         try:
             index = json.loads(body)
         except (ValueError, RecursionError):
@@ -339,7 +521,7 @@ def listed(ref: str, digest: str, client: Client | None = None) -> tuple[list[di
             raise Untrusted(f"{ref}: the registry's referrers list is not an image index")
         found += index["manifests"]
         where = "referrers API"
-        url = _next_page(headers, client.base)
+        url = _next_page(headers, url, what)
         if url is None or len(found) > MAX_REFERRERS:
             break
     else:

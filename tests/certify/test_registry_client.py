@@ -1,27 +1,21 @@
 """The registry client against servers that misbehave: redirects elsewhere (no credentials follow), refused
 uploads (never taken for stored), a trickling answer (a deadline), a paged referrers list, a token service
-that is not https."""
+that is not https; servers that drip their answer a byte at a time (deadlines per read, per request, per client)."""
 
 from __future__ import annotations
 
 import base64
 import http.server
 import json
-import threading
 import time
 
 import pytest
 
 from generator.certify import referrers
 from generator.certify.sign import Untrusted
+from tests.certify.registry import Answer, Registry, drip as _drip, serve
 
 SEEN: dict[str, list] = {"auth_elsewhere": []}
-
-
-def serve(handler_cls):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler_cls)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 class Elsewhere(http.server.BaseHTTPRequestHandler):
@@ -126,12 +120,11 @@ def test_a_token_service_that_is_not_https_is_refused(servers):
         referrers.Client(host, "token/r", environ).put_manifest("token/r", "x", b"{}", referrers.MANIFEST)
 
 
-def test_an_answer_that_trickles_meets_a_deadline(servers, monkeypatch):
+def test_an_answer_that_trickles_meets_a_deadline(servers):
     host, environ = servers
-    monkeypatch.setattr(referrers, "DEADLINE", 1)
     start = time.monotonic()
     with pytest.raises(referrers.RegistryError, match="did not answer within 1 s"):
-        referrers.Client(host, "slow", environ).call("GET", "/v2/slow/x", "slow")
+        referrers.Client(host, "slow", environ, deadline=1).call("GET", "/v2/slow/x", "slow")
     assert time.monotonic() - start < 5
 
 
@@ -169,3 +162,51 @@ def test_an_upload_answered_with_another_success_than_the_specs_is_not_taken_for
     client.auth = "Basic " + base64.b64encode(b"alice:hunter2").decode()
     with pytest.raises(referrers.RegistryError, match="answered 200, not 201"):
         client.put_manifest("ok200", "sha256:" + "a" * 64, b"{}", referrers.MANIFEST)
+
+
+def _hops(registry, req):
+    """Ten redirects, each after 0.2 s: every hop is quick, the chain is not."""
+    n = int(req.path.rsplit("/", 1)[-1]) if req.path.startswith("/hop/") else 0
+    time.sleep(0.2)
+    return Answer(302, [("Location", f"/hop/{n + 1}")])
+
+
+@pytest.mark.parametrize("hook", [
+    lambda registry, req: _drip(req, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"),
+    lambda registry, req: _drip(req, b"e" * 2000, head=b"HTTP/1.1 500 Oops\r\nContent-Length: 2000\r\n\r\n"),
+    lambda registry, req: _drip(req, b"HTTP/1.1 200 OK\r\n" + b"X-Pad: 1\r\n" * 40),
+    _hops,
+    lambda registry, req: Answer(401, [("WWW-Authenticate", f'Bearer realm="http://{req.headers["Host"]}/token"')])
+    if not req.path.startswith("/token") else _drip(req, b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n" + b" " * 20),
+], ids=["header-line", "error-body", "headers", "redirects", "token-service"])
+def test_a_registry_that_drips_meets_the_requests_deadline(hook):
+    """Every read waits at most `timeout` and every request, redirects included, ends by its deadline, whatever the
+    server sends meanwhile (here a byte every 0.05 s: the per-read timeout alone would never fire)."""
+    registry = Registry()
+    registry.hook = hook
+    server = serve(registry.handler())
+    try:
+        client = referrers.Client(f"127.0.0.1:{server.server_address[1]}", "r", {}, timeout=0.4, deadline=0.6)
+        start = time.monotonic()
+        with pytest.raises(referrers.RegistryError, match=r"did not answer within 0\.6 s"):
+            client.call("GET", "/v2/r/manifests/1", "r")
+        assert time.monotonic() - start < 2.0
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_all_of_a_clients_requests_together_meet_its_total():
+    registry = Registry()
+    registry.hook = lambda registry, req: time.sleep(0.35)          # then the registry's own answer
+    server = serve(registry.handler())
+    try:
+        start = time.monotonic()
+        client = referrers.Client(f"127.0.0.1:{server.server_address[1]}", "r", {}, timeout=1, deadline=1, total=0.9)
+        with pytest.raises(referrers.RegistryError, match=r"did not answer within 0\.9 s"):
+            for _ in range(4):
+                client.call("GET", "/v2/r/manifests/1", "r")
+        assert 0.8 < time.monotonic() - start < 2.0
+    finally:
+        server.shutdown()
+        server.server_close()
