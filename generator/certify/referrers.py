@@ -506,7 +506,7 @@ def listed(ref: str, digest: str, client: Client | None = None) -> tuple[list[di
     every page of the API's list, bounded."""
     r = parse(ref)
     client = client or Client(r.host, r.repo)
-    found, where, url = [], None, f"{client.base}/v2/{r.repo}/referrers/{digest}"
+    found, where, url = {}, None, f"{client.base}/v2/{r.repo}/referrers/{digest}"
     for _ in range(MAX_PAGES):
         status, headers, body = client.call("GET", url, r.repo, headers={"Accept": INDEX})
         ctype = headers.get("Content-Type", "").split(";")[0] if headers else ""
@@ -519,7 +519,7 @@ def listed(ref: str, digest: str, client: Client | None = None) -> tuple[list[di
             raise Untrusted(f"{ref}: the registry's referrers list is not JSON") from None
         if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
             raise Untrusted(f"{ref}: the registry's referrers list is not an image index")
-        found += index["manifests"]
+        _add(found, index["manifests"])
         where = "referrers API"
         url = _next_page(headers, url, what)
         if url is None or len(found) > MAX_REFERRERS:
@@ -528,12 +528,19 @@ def listed(ref: str, digest: str, client: Client | None = None) -> tuple[list[di
         raise Untrusted(f"{ref}: the referrers list has more than {MAX_PAGES} pages: refused (remove old certificates "
                         "from the registry)")
     if where is None:
-        found, where = _fallback(client, r.repo, digest)["manifests"], f"tag {fallback_tag(digest)}"
-    found = [m for m in found if isinstance(m, dict) and m.get("artifactType") == ENVELOPE_TYPE]
+        _add(found, _fallback(client, r.repo, digest)["manifests"])
+        where = f"tag {fallback_tag(digest)}"
     if len(found) > MAX_REFERRERS:
         raise Untrusted(f"{ref}: more than {MAX_REFERRERS} certificates attached: refused (remove old ones from the "
                         "registry)")
-    return found, where
+    return list(found.values()), where
+
+
+def _add(found: dict, manifests: list) -> None:
+    """The DSSE referrers among `manifests` into `found` (digest → descriptor): one listed many times counts once."""
+    for m in manifests:
+        if isinstance(m, dict) and m.get("artifactType") == ENVELOPE_TYPE:
+            found.setdefault(m["digest"] if isinstance(m.get("digest"), str) else len(found), m)
 
 
 def fetch(ref: str, descriptor: Mapping, subject: str, client: Client | None = None) -> bytes:

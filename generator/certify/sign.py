@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import stat
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -20,6 +22,7 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 MAX_ENVELOPE = 16 * 1024 * 1024          # bytes: an SBOM of a large image is a few MB
 DEFAULT_KEY = "~/.config/gen-recipe/signing.key"   # gen-recipe keygen's default
+ALLOW_READABLE = "--allow-readable-key"             # the option that signs with a key others can read
 
 
 class Untrusted(GenRecipeError):
@@ -57,8 +60,10 @@ def _kind(key) -> str:
     return next((v for k, v in _KIND.items() if name.startswith(k)), f"a {name}") + " key"
 
 
-def load_signer(path: Path) -> CryptoSigner:
-    """The signer of the private key file at `path`; one line naming the file for anything else."""
+def load_signer(path: Path, allow_readable: bool = False, flag: str | None = ALLOW_READABLE) -> CryptoSigner:
+    """The signer of the private key file at `path`; one line naming the file for anything else. A key that group
+    or others may read or write is refused (as ssh refuses one) unless `allow_readable`; `flag`: the option that
+    says so, for the message (None: the command has none)."""
     data = read_bytes(path, "private key")
     if b"PUBLIC KEY-----" in data:
         raise UsageError(f"{shown(path)}: a public key: sign with the private key ({shown(str(path).removesuffix('.pub'))}"
@@ -70,6 +75,10 @@ def load_signer(path: Path) -> CryptoSigner:
                          "gen-recipe keygen") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise UsageError(f"{shown(path)}: {_kind(key)}, not an Ed25519 key; make one with gen-recipe keygen")
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    if mode & 0o077 and not allow_readable:
+        raise UsageError(f"{shown(path)}: a private key that others can read (mode {mode:04o}): chmod 600 "
+                         f"{shown(path)}" + (f" (or, to sign with it as it is, {flag})" if flag else ""))
     return CryptoSigner(key)
 
 
@@ -116,10 +125,13 @@ def verify(envelope: dict, keys: list[SSlibKey], where: str = "envelope") -> dic
     if not known & set(env.signatures):
         raise Untrusted(f"{where}: signed by an unknown key ({', '.join(sorted(env.signatures))[:80]}); "
                         "pass the signer's public key with --key")
-    try:
-        env.verify(keys, 1)
-    except VerificationError as exc:
-        raise Untrusted(f"{where}: the signature does not match the payload: tampered ({exc})") from None
+    for key in keys:                    # every signature under a given key's id, not one of them: fail closed
+        if key.keyid in env.signatures:
+            try:
+                env.verify([key], 1)
+            except VerificationError:
+                raise Untrusted(f"{where}: the signature does not match the payload: tampered (the signature of key "
+                                f"{key.keyid[:16]}…)") from None
     try:
         statement = json.loads(env.payload)
     except (ValueError, RecursionError):

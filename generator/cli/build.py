@@ -72,6 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key", type=Path, default=None, metavar="KEY",
                         help="sign the image's certificate (SBOM and provenance) with KEY (gen-recipe keygen) and attach "
                         "it to the pushed image (--push) or write it beside the --export file")
+    parser.add_argument(sign.ALLOW_READABLE, action="store_true",
+                        help="sign with a --key file that group or others can read (refused otherwise, as ssh refuses one)")
     parser.add_argument("--statements", type=Path, default=None, metavar="DIR",
                         help="also write the unsigned SBOM and provenance statements and predicates to DIR (for a "
                         "signer of your own, e.g. cosign attest --predicate DIR/sbom.predicate.json)")
@@ -148,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         if args.format == "apptainer" and not args.export:
             raise UsageError("--key and --statements attach to OCI images (--format docker --push) or to an "
                              "--export file")
-    signer = sign.load_signer(args.key) if args.key else None     # a bad key is refused before the build
+    signer = sign.load_signer(args.key, args.allow_readable_key) if args.key else None     # refused before the build
     from generator.certify.certificate import now
     started = now()
     push = (args.registry or True) if args.push else None

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from generator.certify import certificate, referrers, verdict
-from generator.certify.sign import load_signer
+from generator.certify.sign import ALLOW_READABLE, load_signer
 from generator.certify.statement import sha256
 from generator.errors import UsageError, shown
 from generator.files import read_bytes
@@ -27,12 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", required=True, metavar="IMAGE|FILE",
                         help="the image measured: a registry image, or an exported file")
     parser.add_argument("--key", required=True, type=Path, help="the private key to sign with (gen-recipe keygen)")
+    parser.add_argument(ALLOW_READABLE, action="store_true",
+                        help="sign with a key file that group or others can read (refused otherwise, as ssh refuses one)")
 
 
-def certify(results: Path, target: str, key: Path, progress=print) -> list[str]:
+def certify(results: Path, target: str, key: Path, progress=print, allow_readable: bool = False) -> list[str]:
     """Sign the verdicts of `results` about `target` and publish them; returns where they went. The image is
     resolved once: the statement and the referrer name the same digest, whatever the tag does meanwhile."""
-    signer = load_signer(key)
+    signer = load_signer(key, allow_readable)
     data = read_bytes(results, "results file (--benchmark-json)", max_bytes=MAX_RESULTS_FILE)
     rows = parse(data.decode("utf-8", errors="replace"), shown(results))
     if certificate.is_file_target(target):
@@ -57,6 +59,6 @@ def certify(results: Path, target: str, key: Path, progress=print) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    done = certify(args.results, args.image, args.key)
+    done = certify(args.results, args.image, args.key, allow_readable=args.allow_readable_key)
     print(f"certified {args.image}: " + "; ".join(done))
     return 0

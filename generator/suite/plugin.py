@@ -176,7 +176,7 @@ def options_from(config: pytest.Config) -> SuiteOptions:
             usage("--certify KEY: also give --image REF (the image the verdicts are about) and --benchmark-json=FILE "
                   "(the results it signs)")
         try:
-            load_signer(Path(certify))
+            load_signer(Path(certify), flag=None)
             image = config.getoption("image")
             if not Path(image).is_file():
                 from generator.certify.referrers import parse
