@@ -295,11 +295,17 @@ def _verdict_section(v: dict) -> list[str]:
                    "verdict"), rows)]
 
 
+def _at(obj, *keys):
+    """obj[k1][k2]…, None where a level is not an object (a signer's predicate may have any shape)."""
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
 def _when(kind: str, st: dict) -> str:
     """When a statement's content was made (ISO 8601 sorts as text): the SBOM's timestamp, the build's end."""
-    p = st.get("predicate") or {}
-    got = (p.get("metadata") or {}).get("timestamp") if kind == "sbom" else \
-        ((p.get("runDetails") or {}).get("metadata") or {}).get("finishedOn")
+    got = _at(st, "predicate", "metadata", "timestamp") if kind == "sbom" else \
+        _at(st, "predicate", "runDetails", "metadata", "finishedOn")
     return got if isinstance(got, str) else ""
 
 
@@ -320,7 +326,7 @@ def table(cert: Certificate) -> str:
         try:
             lines = section(st["predicate"])
             out += [f"{lines[0]}, signed by {shown(who)}", *lines[1:], ""]
-        except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError):
             out += [f"(the {kind} statement verifies, but its predicate is not in the shape gen-recipe writes: "
                     "see it with --json)", ""]
     return "\n".join(out).rstrip() + "\n"

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.certify.sign import MAX_ENVELOPE, Untrusted
+from generator.certify.statement import DIGEST
 from generator.errors import GenRecipeError, UsageError, shown
 from generator.images.tags import insecure, registry_host
 
@@ -466,6 +467,12 @@ def attach(ref: str, envelope: bytes, predicate_type: str, created: str, client:
         descriptor = {"mediaType": MANIFEST, "digest": mine, "size": len(body), "artifactType": ENVELOPE_TYPE,
                       "annotations": annotations}
         index = _fallback(client, r.repo, digest)
+        where = f"{client.host}/{r.repo}:{fallback_tag(digest)}"
+        for i, m in enumerate(index["manifests"]):
+            if not isinstance(m, dict) or not isinstance(m.get("digest"), str):
+                raise RegistryError(f"{where}: manifests[{i}]: {shown(json.dumps(m))[:80]} is not a descriptor (an "
+                                    "object with a digest): the referrers tag was not written by a registry client; "
+                                    f"delete the tag (skopeo delete docker://{where}) and certify again")
         kept = [m for m in index["manifests"] if m.get("digest") != mine]
         index["manifests"] = kept + [descriptor]
         data = json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
@@ -482,7 +489,9 @@ def _fallback(client: Client, repo: str, digest: str) -> dict:
     except (ValueError, RecursionError):
         index = None
     if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
-        raise Untrusted(f"{client.host}/{repo}:{fallback_tag(digest)}: the referrers tag is not an image index")
+        where = f"{client.host}/{repo}:{fallback_tag(digest)}"
+        raise RegistryError(f"{where}: manifests: the referrers tag is not an image index (no manifests list); delete "
+                            f"the tag (skopeo delete docker://{where}) and certify again")
     return index
 
 
@@ -516,9 +525,9 @@ def listed(ref: str, digest: str, client: Client | None = None) -> tuple[list[di
         try:
             index = json.loads(body)
         except (ValueError, RecursionError):
-            raise Untrusted(f"{ref}: the registry's referrers list is not JSON") from None
+            raise RegistryError(f"{what}: not JSON (the registry is not the distribution API's)") from None
         if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
-            raise Untrusted(f"{ref}: the registry's referrers list is not an image index")
+            raise RegistryError(f"{what}: manifests: not an image index (the registry is not the distribution API's)")
         _add(found, index["manifests"])
         where = "referrers API"
         url = _next_page(headers, url, what)
@@ -549,19 +558,25 @@ def fetch(ref: str, descriptor: Mapping, subject: str, client: Client | None = N
     r = parse(ref)
     client = client or Client(r.host, r.repo)
     mine = str(descriptor.get("digest", ""))
-    if not re.fullmatch(r"sha256:[0-9a-f]{64}", mine):
-        raise Untrusted(f"{ref}: a referrer without a sha256 digest ({mine[:80]!r})")
+    if not DIGEST.fullmatch(mine):
+        raise RegistryError(f"{ref}: the referrers list: digest: {shown(mine)[:80]!r} is not sha256:<64 hex> (the "
+                            "registry is not the distribution API's; remove the entry)")
     got = client.manifest(r.repo, mine)
     if got is None:
         raise Untrusted(f"{ref}: referrer {mine} is listed but not in the registry")
     if "sha256:" + hashlib.sha256(got[0]).hexdigest() != mine:
         raise Untrusted(f"{ref}: referrer {mine}: the registry serves other bytes for it: tampered")
+    what = f"{ref}: referrer {mine}"
     try:
         manifest = json.loads(got[0])
         about = manifest["subject"]["digest"]
-        layer = next(x for x in manifest["layers"] if x.get("mediaType") == ENVELOPE_TYPE)
+        i, layer = next((i, x) for i, x in enumerate(manifest["layers"]) if x.get("mediaType") == ENVELOPE_TYPE)
     except (ValueError, KeyError, TypeError, StopIteration, RecursionError, AttributeError):
-        raise Untrusted(f"{ref}: referrer {mine} is not a DSSE referrer manifest (subject, one envelope layer)") from None
+        raise RegistryError(f"{what}: not a DSSE referrer manifest (subject.digest, a layer of {ENVELOPE_TYPE}); "
+                            "remove it from the registry, or attach the certificate again") from None
+    if not isinstance(layer.get("digest"), str) or not DIGEST.fullmatch(layer["digest"]):
+        raise RegistryError(f"{what}: layers[{i}].digest: {shown(layer.get('digest'))[:80]!r} is not sha256:<64 hex>; "
+                            "remove the referrer from the registry, or attach the certificate again")
     if about != subject:
         raise Untrusted(f"{ref}: referrer {mine} is about another manifest ({about}), not {subject}: a referrer "
                         "swapped in from another image")

@@ -23,6 +23,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 MAX_ENVELOPE = 16 * 1024 * 1024          # bytes: an SBOM of a large image is a few MB
 DEFAULT_KEY = "~/.config/gen-recipe/signing.key"   # gen-recipe keygen's default
 ALLOW_READABLE = "--allow-readable-key"             # the option that signs with a key others can read
+NAME_MAX = 255                                      # bytes of one file name (Linux, every common file system)
 
 
 class Untrusted(GenRecipeError):
@@ -33,12 +34,21 @@ class Untrusted(GenRecipeError):
 
 def keygen(private: Path) -> tuple[Path, Path]:
     """A new Ed25519 key pair: `private` (mode 600) and `private` + ".pub"; refuses to replace either."""
-    if not private.name or private.name in (".", "..") or private.is_dir() or str(private).endswith("/"):
+    if not private.name or private.name in (".", "..") or str(private).endswith("/"):
         raise UsageError(f"{shown(private)}: a folder, not a key file's name (e.g. {shown(private / 'site.key')})")
     public = private.with_name(private.name + ".pub")
-    for path in (private, public):
-        if path.exists() or path.is_symlink():
-            raise UsageError(f"{shown(path)} exists: keygen never replaces a key (choose another path, or remove it)")
+    if len(os.fsencode(public.name)) > NAME_MAX:
+        raise UsageError(f"{shown(private)}: a name of {len(os.fsencode(private.name))} bytes is too long for a key "
+                         f"(its .pub must fit the file system's {NAME_MAX}): choose a name of at most "
+                         f"{NAME_MAX - 4} bytes")
+    try:
+        folder, there = private.is_dir(), [p for p in (private, public) if p.exists() or p.is_symlink()]
+    except OSError as exc:
+        raise UsageError(f"{shown(private)}: {exc.strerror} (choose another path)") from None
+    if folder:
+        raise UsageError(f"{shown(private)}: a folder, not a key file's name (e.g. {shown(private / 'site.key')})")
+    if there:
+        raise UsageError(f"{shown(there[0])} exists: keygen never replaces a key (choose another path, or remove it)")
     try:
         private.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:

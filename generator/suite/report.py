@@ -82,8 +82,8 @@ def _typed(value, tp: type, key: str, what: str, loader: Loader, optional: bool 
 
 
 def _number(value, key: str, loader: Loader) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or abs(value) > MAX_VALUE:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or abs(value) > MAX_VALUE \
+            or not math.isfinite(value):          # the size first: an int of 10**400 has no float (OverflowError)
         loader.fail(key, f"expected a finite number of at most {MAX_VALUE:g}, got {described(value)}", FOREIGN)
     return float(value)
 
@@ -180,8 +180,8 @@ COMPILED = "throughput-compiled"      # the metric of the compiled variant (suit
 
 def _cold(r: Result) -> str:
     cold = r.extra.get("cold_start_s")
-    if not (isinstance(cold, list) and len(cold) == 2 and all(isinstance(x, (int, float)) and math.isfinite(x)
-                                                             and 0 <= x <= MAX_VALUE for x in cold)):
+    if not (isinstance(cold, list) and len(cold) == 2 and all(isinstance(x, (int, float)) and 0 <= x <= MAX_VALUE
+                                                             and math.isfinite(x) for x in cold)):
         return "-"
     return f"{_num(cold[0])} s / {_num(cold[1])} s"
 

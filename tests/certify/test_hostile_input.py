@@ -1,15 +1,17 @@
-"""Hostile and careless input to the certificate commands, in process (the CLI's own `main`): a private key others
-can read is refused unless --allow-readable-key says otherwise; a referrer listed 150 times counts once."""
+"""Hostile and careless input to the certificate commands, in process (the CLI's own `main`): one line naming the
+file or source, the key and a fix, exit 2, never a traceback; a private key others can read is refused unless
+--allow-readable-key says otherwise; a referrer listed 150 times counts once."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
 import pytest
 
 from generator.certify import certificate, referrers, sign
-from generator.certify.statement import PROVENANCE_TYPE, statement, subject
+from generator.certify.statement import PROVENANCE_TYPE, VERDICT_TYPE, statement, subject
 from generator.cli import main as cli
 from tests.certify.registry import Answer, Registry, attach, image, serve
 
@@ -42,6 +44,38 @@ def results(tmp_path, ratio, image_name="img.tar.gz"):
     return path
 
 
+@pytest.mark.parametrize("length", [252, 253, 254, 255, 256])
+def test_keygen_with_a_name_too_long_for_its_pub_is_one_line_and_writes_nothing(capsys, tmp_path, length):
+    code, _, err = run(capsys, "keygen", str(tmp_path / ("k" * length)))
+    one_line(code, err, "too long for a key", "at most 251 bytes")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["report", "certify"])
+def test_a_ratio_of_10_to_the_400_is_one_line_naming_the_key(capsys, tmp_path, exported, command):
+    image_file, private, _ = exported
+    data = results(tmp_path, 10 ** 400)
+    argv = ["report", str(data), "--out", str(tmp_path / "out")] if command == "report" else \
+        ["certify", str(data), "--image", str(image_file), "--key", str(private)]
+    code, _, err = run(capsys, *argv)
+    one_line(code, err, "results.json: benchmarks[0].extra_info.results[0].ratio: expected a finite number")
+
+
+def test_verifys_table_survives_a_signed_ratio_of_10_to_the_400_and_run_details_of_5(capsys, exported):
+    """What a trusted signer wrote in a shape the table cannot show is a note in the table (the statement verifies:
+    --json shows it), never a traceback."""
+    image_file, private, public = exported
+    subj = certificate.subjects_of(str(image_file), "sha256:" + hashlib.sha256(image_file.read_bytes()).hexdigest())
+    made = {"verdict": statement(subj, VERDICT_TYPE, {"verdicts": [{"ratio": 10 ** 400, "interval": [10 ** 400, 1]}]}),
+            "provenance": statement(subj, PROVENANCE_TYPE, {"runDetails": 5, "buildDefinition": 5})}
+    certificate.publish(str(image_file), made, sign.load_signer(private))
+    code, out, err = run(capsys, "verify", str(image_file), "--key", str(public))
+    assert code == 0 and err == "", err
+    assert out.count("verifies, but its predicate is not in the shape gen-recipe writes") == 2, out
+    code, out, _ = run(capsys, "verify", str(image_file), "--key", str(public), "--json")
+    assert code == 0 and json.loads(out)["statements"]
+
+
 def test_a_private_key_others_can_read_is_refused_unless_the_user_says_so(capsys, tmp_path, exported):
     image_file, private, _ = exported
     os.chmod(private, 0o644)
@@ -70,6 +104,33 @@ def registry():
     yield reg
     server.shutdown()
     server.server_close()
+
+
+def test_a_referrer_layer_without_a_digest_is_one_line_naming_the_key(registry, exported):
+    _, _, public = exported
+    mine = attach(registry, registry.digest, b"{}")
+    doc = json.loads(registry.manifests[mine][0])
+    del doc["layers"][0]["digest"]
+    del registry.manifests[mine]
+    registry.push_manifest(doc)
+    with pytest.raises(referrers.RegistryError, match=r"referrer sha256:[0-9a-f]{64}: layers\[0\]\.digest: 'None' is "
+                                                      r"not sha256:<64 hex>; remove the referrer") as got:
+        certificate.verify(f"{registry.host}/r:1", {"k": sign.load_public(public)})
+    assert got.value.exit_code == 2
+
+
+def test_a_referrers_tag_listing_a_number_is_one_line_for_certify(registry, exported):
+    """A registry without the referrers API: attach reads the tag sha256-<hex>, which lists [1]."""
+    _, private, _ = exported
+    registry.push_manifest({"schemaVersion": 2, "mediaType": referrers.INDEX, "manifests": [1]},
+                           referrers.fallback_tag(registry.digest), referrers.INDEX)
+    registry.hook = lambda reg, req: Answer(404) if "/referrers/" in req.path else None
+    st = statement([subject(f"{registry.host}/r", registry.digest)], PROVENANCE_TYPE, {})
+    with pytest.raises(referrers.RegistryError, match=r":sha256-[0-9a-f]{64}: manifests\[0\]: 1 is not a descriptor.*"
+                                                      r"delete the tag") as got:
+        referrers.attach(f"{registry.host}/r:1", sign.canonical(sign.sign(st, sign.load_signer(private))),
+                         PROVENANCE_TYPE, "now")
+    assert got.value.exit_code == 2
 
 
 def test_150_copies_of_one_referrer_count_once(registry, exported):
