@@ -53,6 +53,7 @@ MAX_MANIFEST = 4 << 20          # the distribution spec's limit for manifests
 TIMEOUT = 60                    # seconds one read may wait for a byte
 DEADLINE = 300                  # seconds for one whole request, redirects included (a 16 MB envelope on a slow link)
 TOTAL = 900                     # seconds one command may talk to the registry, every request together
+REFUSED = "refused (http or https only, and only https from https: nothing sent over https goes in clear)"
 MAX_REFERRERS = 200             # envelopes one verify reads (each a few MB at most)
 MAX_PAGES = 20                  # pages of a referrers list
 _COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"          # the distribution spec's path component
@@ -244,13 +245,13 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
     redirect stays on their scheme, host and port (a presigned URL carries its own)."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
-        fp.close()
         if not allowed(req.full_url, newurl):
+            fp.close()
             raise RegistryError(f"{shown(origin(req.full_url)[1])[:100]}: redirects {shown(req.full_url)[:100]} to "
-                                f"{shown(newurl)[:100]}: refused (only https from https: nothing sent over https goes "
-                                "in clear)")
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+                                f"{shown(newurl)[:100]}: {REFUSED}")
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)       # HTTPError for a PUT
         if new is not None:
+            fp.close()
             new.deadline = req.deadline
             if origin(newurl) != origin(req.full_url):
                 new.remove_header("Authorization")
@@ -349,8 +350,7 @@ class Client:
         url = path if path.startswith(("https://", "http://")) else self.base + path
         what = f"{self.host}: {method} {shown(path.removeprefix(self.base).split('?')[0])[:120]}"
         if not allowed(self.base, url):
-            raise RegistryError(f"{what}: the registry names {shown(url)[:100]}: refused (only https from a registry on "
-                                "https: nothing sent over https goes in clear)")
+            raise RegistryError(f"{what}: the registry names {shown(url)[:100]}: {REFUSED}")
         for attempt in (0, 1):
             deadline = self._deadline()
             try:
@@ -362,7 +362,7 @@ class Client:
                         raise RegistryError(f"{what} answered {resp.status}, not {' or '.join(map(str, ok))}")
                     return resp.status, resp.headers, _read(resp, limit, what)
             except urllib.error.HTTPError as exc:
-                with exc:
+                try:
                     if exc.code == 401 and attempt == 0 and origin(exc.geturl()) == self.origin:
                         push = "pull,push" if method in ("PUT", "POST") else "pull"
                         self.auth = self._token(exc.headers.get("WWW-Authenticate", ""), f"repository:{repo}:{push}")
@@ -374,6 +374,8 @@ class Client:
                         detail = shown(exc.read(2000).decode(errors="replace").strip())
                     except (OSError, ValueError, http.client.HTTPException) as err:
                         raise self._failed(what, err, deadline) from None
+                finally:
+                    exc.close()
                 raise RegistryError(f"{what} answered {exc.code} {shown(exc.reason)[:80]} {detail[:200]}"
                                     + ("; log in with podman login " + self.host if exc.code in (401, 403) else "")) \
                     from None
@@ -504,8 +506,7 @@ def _next_page(headers, page: str, what: str) -> str | None:
             if rels and "next" in rels.group(1).split():
                 url = _joined(page, url, f"{what}: its Link header")
                 if not allowed(page, url):
-                    raise RegistryError(f"{what}: its Link header names {shown(url)[:100]} as the next page: refused "
-                                        "(only https from https: nothing sent over https goes in clear)")
+                    raise RegistryError(f"{what}: its Link header names {shown(url)[:100]} as the next page: {REFUSED}")
                 return url
     return None
 

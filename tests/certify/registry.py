@@ -119,7 +119,8 @@ class Answer:
 class Registry:
     """An in-memory registry: `manifests` (tag or digest → (bytes, media type)), `blobs` (digest → bytes), the
     referrers API computed from the manifests' subjects, uploads. `login` ("Basic …"): every request must carry it
-    (else 401 with `challenge`). `hook(registry, request) -> Answer | "done" | None` may answer instead ("done": it wrote to request.wfile)."""
+    (or the bearer token its /token hands out; else 401 with `challenge`). `hook(registry, request)` may answer
+    instead: an Answer, or "done" when it wrote to request.wfile itself."""
 
     def __init__(self, login: str | None = None, challenge: str = 'Basic realm="test"'):
         self.manifests: dict[str, tuple[bytes, str]] = {}
@@ -151,7 +152,8 @@ class Registry:
 
     def answer(self, req) -> Answer:
         """What the registry says to `req` (a Handler) when the hook does not."""
-        if self.login and req.headers.get("Authorization") != self.login and not req.path.startswith("/token"):
+        if self.login and req.headers.get("Authorization") not in (self.login, "Bearer t0ken") \
+                and not req.path.startswith("/token"):
             return Answer(401, [("WWW-Authenticate", self.challenge)])
         parts = req.path.split("?")[0].split("/")
         if req.path.startswith("/token"):

@@ -112,10 +112,10 @@ def _attach(net):
 
 @pytest.mark.parametrize("hook, run, words", [
     (_on("/referrers/", _link), _verify, "as the next page: refused"),
-    (_on("/manifests/1", _to_http), _verify, "refused (only https from https"),
-    (_on("/blobs/", _to_http), _verify, "refused (only https from https"),
+    (_on("/manifests/1", _to_http), _verify, "refused (http or https only, and only https from https"),
+    (_on("/blobs/", _to_http), _verify, "refused (http or https only, and only https from https"),
     (_on("/blobs/uploads/", lambda port, req: Answer(202, [("Location", f"http://127.0.0.2:{port}/v2/r/blobs/uploads/1")])
-         if req.command == "POST" else None), _attach, "refused (only https from a registry on https"),
+         if req.command == "POST" else None), _attach, "refused (http or https only, and only https from https"),
 ], ids=["link", "redirect-manifest", "redirect-blob", "upload-location"])
 def test_a_downgrade_to_http_on_the_same_host_and_port_sends_nothing_in_clear(net, hook, run, words):
     net.registry.hook = hook
