@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from generator.certify import provenance, referrers, sbom
 from generator.certify.sign import MAX_ENVELOPE, Untrusted, canonical, read_envelope, sign, verify as verify_envelope
 from generator.certify.statement import KINDS, PROVENANCE_TYPE, SBOM_TYPE, VERDICT_TYPE, digests, statement, subject

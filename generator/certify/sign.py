@@ -87,7 +87,7 @@ def load_signer(path: Path, allow_readable: bool = False, flag: str | None = ALL
         raise UsageError(f"{shown(path)}: {_kind(key)}, not an Ed25519 key; make one with gen-recipe keygen")
     mode = stat.S_IMODE(os.stat(path).st_mode)
     if mode & 0o077 and not allow_readable:
-        raise UsageError(f"{shown(path)}: a private key that others can read (mode {mode:04o}): chmod 600 "
+        raise UsageError(f"{shown(path)}: a private key that group or others can access (mode {mode:04o}): chmod 600 "
                          f"{shown(path)}" + (f" (or, to sign with it as it is, {flag})" if flag else ""))
     return CryptoSigner(key)
 

@@ -187,18 +187,18 @@ def test_what_a_signer_wrote_cannot_drive_the_terminal_or_crash_the_table(export
     assert "the verdict statement verifies, but its predicate is not in the shape gen-recipe writes" in r.stdout
 
 
-@pytest.mark.parametrize("junk", ["[" * 100000 + "]" * 100000, "{}", "not JSON at all", "[1, 2]", '{"signatures": 5}',
-                                  '{"payload": "e30=", "payloadType": "x", "signatures": []}', "\udcff"],
-                         ids=["deep", "empty", "text", "array", "signatures-5", "no-signature", "not-utf8"])
-def test_unsigned_files_beside_the_image_are_left_out_never_fatal(exported, junk):
+def test_unsigned_files_beside_the_image_are_left_out_never_fatal(exported):
     """Anyone who can write beside the file may add one: whatever names no key given (nested too deeply, {}, not
     JSON, no signatures) is counted and left out, like a statement of another signer."""
     image, _, public = exported
-    image.with_name(image.name + ".verdict.0123456789ab.dsse.json").write_bytes(junk.encode(errors="surrogateescape"))
+    junk = ["[" * 100000 + "]" * 100000, "{}", "not JSON at all", "[1, 2]", '{"signatures": 5}',
+            '{"payload": "e30=", "payloadType": "x", "signatures": []}', "\udcff"]
+    for i, text in enumerate(junk):
+        image.with_name(f"{image.name}.verdict.{i:012x}.dsse.json").write_bytes(text.encode(errors="surrogateescape"))
     r = gen_recipe("verify", str(image), "--key", str(public), "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["signedBy"] == [str(public)] * 2 and out["notChecked"] == 1
+    assert out["signedBy"] == [str(public)] * 2 and out["notChecked"] == len(junk)
 
 
 def test_a_forged_signature_under_a_given_keys_id_is_tampered_though_another_verifies(exported, tmp_path):

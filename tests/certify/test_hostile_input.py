@@ -81,7 +81,7 @@ def test_a_private_key_others_can_read_is_refused_unless_the_user_says_so(capsys
     os.chmod(private, 0o644)
     data = results(tmp_path, 1.0)
     code, _, err = run(capsys, "certify", str(data), "--image", str(image_file), "--key", str(private))
-    one_line(code, err, f"{private}: a private key that others can read (mode 0644): chmod 600 {private}",
+    one_line(code, err, f"{private}: a private key that group or others can access (mode 0644): chmod 600 {private}",
              "--allow-readable-key")
     assert not list(tmp_path.glob("img.tar.gz.verdict.*"))
     code, out, err = run(capsys, "certify", str(data), "--image", str(image_file), "--key", str(private),
