@@ -184,7 +184,7 @@ def test_wheels_of_your_own(tmp_path):
     assert "install /app-wheels/dist/mypkg-1.0-py3-none-any.whl" in text
     definition = render.recipe_text(site.load("local"), r, "apptainer")
     assert "app/dist/mypkg-1.0-py3-none-any.whl /opt/wheels/mypkg-1.0-py3-none-any.whl" in definition
-    assert "rm -rf /opt/wheels" in definition.split("The application's Python packages")[1]
+    assert "rm -rf /opt/wheels" in definition.split("Python packages beyond the shared stack")[1]
     for wheel, fragment in (("dist/mypkg.tar.gz", "is not a wheel file name"), ("dist/other-1.0-py3-none-any.whl", "does not exist")):
         with pytest.raises(GenRecipeError, match=f"python.wheels\\[0\\]: .*{fragment}"):
             app.load(write(tmp_path, base.replace("dist/mypkg-1.0-py3-none-any.whl", wheel)))
