@@ -15,6 +15,7 @@ import json
 import math
 import re
 import statistics
+from collections.abc import Sequence
 
 from generator.errors import UsageError, shown
 from generator.model.schema import MAX_INT, Loader, describe as described
@@ -169,10 +170,15 @@ def machine_markdown(table: list[Result]) -> str:
         strings = " | ".join(cell(v) for v in (r.site, r.workload, r.runtime))
         lines.append(f"| {strings} | {_context(env, 'bare')} / {_context(env, 'container')} | {_share(load.get('bare'))} / "
                      f"{_share(load.get('container'))} | {_share(load.get('steal'))} | {r.verdict} |")
+    return _table(("site", "workload", "runtime", "scheduling bare / container", "waited for a CPU bare / container", "steal",
+                   "verdict"), lines)
+
+
+def _table(columns: Sequence[str], lines: Sequence[str]) -> str:
+    """A markdown table of `lines` (rows already made) under `columns`; empty without rows."""
     if not lines:
         return ""
-    return ("| site | workload | runtime | scheduling bare / container | waited for a CPU bare / container | steal | "
-            "verdict |\n|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n")
+    return f"| {' | '.join(columns)} |\n|{'---|' * len(columns)}\n" + "\n".join(lines) + "\n"
 
 
 COMPILED = "throughput-compiled"      # the metric of the compiled variant (suites/test_compiled.py)
@@ -201,11 +207,8 @@ def compiled_markdown(table: list[Result]) -> str:
         strings = " | ".join(cell(v) for v in (r.site, r.workload, r.runtime))
         lines.append(f"| {strings} | {e.ratio:.3f} ({e.low:.3f}–{e.high:.3f}) {e.verdict} | {r.ratio:.3f} "
                      f"({r.low:.3f}–{r.high:.3f}) {r.verdict} | {_num(gain[0])}× | {_num(gain[1])}× | {_cold(r)} |")
-    if not lines:
-        return ""
-    return ("| site | workload | runtime | eager: container/bare | compiled: container/bare | compiled/eager bare | "
-            "compiled/eager container | cold compile start bare / container |\n|---|---|---|---|---|---|---|---|\n"
-            + "\n".join(lines) + "\n")
+    return _table(("site", "workload", "runtime", "eager: container/bare", "compiled: container/bare", "compiled/eager bare",
+                   "compiled/eager container", "cold compile start bare / container"), lines)
 
 
 def _png(fig) -> bytes:
