@@ -197,13 +197,15 @@ def scheduling_context(text=None):
 
 
 def waited_s():
-    """Seconds this thread has spent runnable but waiting for a CPU (the second field of the kernel's
-    /proc/thread-self/schedstat, nanoseconds), or None where the kernel does not keep it. A chunk's share of it
-    is how much of its wall time the machine gave to something else (the suite's fitness check)."""
+    """(seconds on a CPU, seconds runnable but waiting for one) of this thread so far: the first two fields of
+    the kernel's /proc/thread-self/schedstat (nanoseconds), or None where the kernel does not keep them. The
+    share waited of the time it wanted a CPU is how much the machine gave to something else (the suite's
+    fitness check); time stopped by a signal is in neither."""
     try:
         with open("/proc/thread-self/schedstat", encoding="ascii") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
+            ran, waited = f.read().split()[:2]
+        return int(ran) / 1e9, int(waited) / 1e9
+    except (OSError, ValueError):
         return None
 
 
@@ -328,7 +330,7 @@ def drive(name, args, runner, record, out):
                 startup = time.time() - PROCESS_START
         runner.sync()
         seconds, w1 = time.perf_counter() - t0, waited_s()
-        return samples, seconds, (None if w0 is None or w1 is None else max(0.0, w1 - w0))
+        return samples, seconds, (None if w0 is None or w1 is None else [max(0.0, b - a) for a, b in zip(w0, w1)])
 
     if serve:
         if runner.rank == 0:  # with --warmup 0, startup_s here is the time to ready
@@ -355,7 +357,7 @@ def drive(name, args, runner, record, out):
                 total_time += seconds
                 if runner.rank == 0:
                     out.line({"event": "chunk", "steps": n, "seconds": seconds, "samples": samples,
-                              "waited_s": waited})
+                              "ran_s": waited and waited[0], "waited_s": waited and waited[1]})
             elif runner.rank == 0:
                 out.line({"event": "error",
                           "message": f"unknown command {line!r} (expected 'run N' or 'quit')"})

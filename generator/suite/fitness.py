@@ -8,7 +8,7 @@ reports how long its thread was runnable but waiting for a CPU (the kernel's
 /proc/thread-self/schedstat, `workloads.common.waited_s`), and the harness records the hypervisor's
 steal over each pair (/proc/stat). From those:
 
-- each side's *wait share*: the time it waited over the time it was measured, over all pairs;
+- each side's *wait share*: the time it waited over the time it wanted a CPU (waited + ran), over all pairs;
 - the *wait bias*: (1 - container share) / (1 - bare share), the speed ratio the waits alone make;
 - the verdict is `unfit` (no pass, no fail; never signed into a certificate) when the machine was
   busy for both sides (each waited at least QUIET of its time, or the hypervisor stole that much) and
@@ -58,11 +58,12 @@ class Load:
         return dataclasses.asdict(self)
 
 
-def share(waited: Sequence[float | None], seconds: Sequence[float]) -> float | None:
-    """The share of `seconds` spent waiting (chunks reported by a side); None when any chunk did not say."""
-    if not waited or any(w is None for w in waited) or sum(seconds) <= 0:
+def share(waited: Sequence[float | None], ran: Sequence[float | None]) -> float | None:
+    """The share of the time a side wanted a CPU that it spent waiting for one (its chunks' waits and times on a
+    CPU; time stopped by a signal, as the power test's throttle does, is in neither); None when a chunk did not say."""
+    if not waited or any(w is None for w in (*waited, *ran)) or sum(waited) + sum(ran) <= 0:
         return None
-    return min(1.0, sum(waited) / sum(seconds))
+    return sum(waited) / (sum(waited) + sum(ran))
 
 
 def steal_share(before: Sequence[int] | None, after: Sequence[int] | None) -> float | None:

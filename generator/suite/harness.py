@@ -328,7 +328,7 @@ def compare(a: Side, b: Side, name: str, w: Size, pairs: int | None = None, *, u
                 before = fitness.cpu_times()
                 chunks, starts = _run_pair(servers, name, w, f"{i}", rng)
                 steal.append(fitness.steal_share(before, fitness.cpu_times()))
-                waits.append(tuple(fitness.share([c.get("waited_s") for c in chunks[k]], [c["seconds"] for c in chunks[k]])
+                waits.append(tuple(fitness.share([c.get("waited_s") for c in chunks[k]], [c.get("ran_s") for c in chunks[k]])
                                    for k in ("a", "b")))
                 environment = environment or {"bare": starts["a"].get("environment") or {},
                                               "container": starts["b"].get("environment") or {}}
