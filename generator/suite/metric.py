@@ -20,16 +20,24 @@ def metric(w: AppWorkload, output: str) -> float | None:
                 value = json.loads(line).get(w.json_key)
             except (ValueError, AttributeError):
                 continue
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                return float(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value) is not None:
+                return _finite(value)
         return None
     found = re.findall(w.regex, output)
     if not found:
         return None
     last = found[-1]
     try:
-        value = float(last[0] if isinstance(last, tuple) else last)
+        return _finite(float(last[0] if isinstance(last, tuple) else last))
     except ValueError:
+        return None
+
+
+def _finite(value: int | float) -> float | None:
+    """`value` as a finite float, or None (an integer past float's range, 10**400 in a JSON line, is None too)."""
+    try:
+        value = float(value)
+    except OverflowError:
         return None
     return value if math.isfinite(value) else None
 

@@ -156,6 +156,7 @@ def test_metric_from_json_or_regex():
     assert metric.metric(w, 'noise\n{"rate": 1.5}\n{"other": 2}\n') == 1.5
     assert metric.metric(w, '{"rate": "fast"}\n') is None and metric.metric(w, "nothing") is None
     assert metric.metric(w, '{"rate": NaN}') is None
+    assert metric.metric(w, '{"rate": 1' + "0" * 400 + '}') is None          # past float's range: no OverflowError
     r = app.AppWorkload(command=("x",), regex=r"rate: ([0-9.]+)", unit="u")
     assert metric.metric(r, "rate: 1\nrate: 2.5 items/s\n") == 2.5 and metric.metric(r, "rate: n/a") is None
     assert "JSON line" in metric.expected(w) and "rate: " in metric.expected(r)
