@@ -116,7 +116,9 @@ EXAMPLES = {"text": "a description", "name": "mysite", "word": "15.4", "module":
 def shown(value, limit: int = 60) -> str:
     """A value as a message may echo it: one line, escapes visible, at most `limit` characters."""
     text = ascii(value) if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit - 4] + "...'"
+    if len(text) <= limit:
+        return text
+    return text[:limit - 4] + "...'" if isinstance(value, str) else text[:limit - 3] + "..."      # the quote a string's had
 
 
 def describe(value) -> str:

@@ -147,6 +147,7 @@ def record(**kw) -> str:
     (record(low=0), "results[0].low: expected a ratio above 0"),
     (record(low=10.0, high=2.0), "results[0].low: the interval's low end 10 is above its high end 2"),
     (record(bare=["fast"]), "results[0].bare[0]: expected a finite number"),
+    (record(bare=[10 ** 400]), "got an integer 1" + "0" * 56 + "... (not a record"),        # no stray quote
     (record(site=["local"]), "results[0].site: expected a string"),
     (record(workload="a$b$"), "results[0].workload: 'a$b$' is not lower-case"),
     (record(verdict="ok"), "results[0].verdict: expected one of pass, fail"),
