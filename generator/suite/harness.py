@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +100,9 @@ def bare_python(site: Site, recipe, cache: Path = Path("build") / "bare", *,
     dest = twin_dir(site, r, spec, cache)
     if (dest / ".complete").is_file():
         return str(dest / "bin" / "python")
+    stack = _stack_recipe(site, spec)
+    if stack and stack_twin(site, spec, cache) is None:      # the stack's twin first: this one starts from it
+        bare_python(site, stack, cache, progress=progress)
     with one_at_a_time(cache / f".{dest.name}.lock",         # a concurrent session may be making it
                        lambda: progress(f"waiting for another session making the bare twin {dest}")):
         return _make_twin(site, r, spec, dest, cache, progress)
@@ -107,8 +111,50 @@ def bare_python(site: Site, recipe, cache: Path = Path("build") / "bare", *,
 def twin_dir(site: Site, r, spec, cache: Path) -> Path:
     """Where the twin of `spec` lives: keyed by what it holds, not by the site, so two site files of one
     machine (local and local-slurm: the same interpreter, the same MPI) share one twin."""
+    return (cache / f"{r.name}-{_twin_key(site, spec)}").absolute()
+
+
+def _twin_key(site: Site, spec) -> str:
     same = (repr(spec), str(Path(sys.executable).resolve()), site.mpi.flavour, site.mpi.version, site.mpi.install_path)
-    return (cache / f"{r.name}-{hashlib.sha256(repr(same).encode()).hexdigest()[:12]}").absolute()
+    return hashlib.sha256(repr(same).encode()).hexdigest()[:12]
+
+
+def stack_twin(site: Site, spec, cache: Path) -> Path | None:
+    """A complete twin holding everything of `spec` but an application's own packages (`spec.app`, `app_wheels`):
+    the twin of the stack the app's image is built on (llm's transformers on the pytorch twin), or None."""
+    if not (spec.app or spec.app_wheels):
+        return None
+    stack = dataclasses.replace(spec, app=(), app_wheels=())
+    suffix, holds = f"-{_twin_key(site, stack)}", repr(stack) + "\n"
+    found = [d for d in sorted(cache.absolute().iterdir()) if d.name.endswith(suffix) and not d.name.startswith(".")
+             and (d / ".complete").is_file() and (d / ".complete").read_text() == holds] if cache.is_dir() else []
+    return found[0] if found else None
+
+
+def _stack_recipe(site: Site, spec) -> str:
+    """The built-in recipe whose Python environment is `spec` without its app packages (llm's: pytorch's), or ""."""
+    if not (spec.app or spec.app_wheels):
+        return ""
+    stack = dataclasses.replace(spec, app=(), app_wheels=())
+    return next((n for n in catalog.names() if catalog.load(n).python(site) == stack), "")
+
+
+def copy_twin(src: Path, dest: Path) -> None:
+    """`src`'s twin as `dest`, its files hard links (pip never writes a file in place: what it installs or removes
+    later in `dest` leaves `src` as it was); the files that name the twin's own folder (pyvenv.cfg, bin/'s scripts
+    and activate files) written anew with `dest` in it, never through the shared inode; no `.complete`."""
+    subprocess.run(["cp", "-al", str(src), str(dest)], check=True, capture_output=True)
+    (dest / ".complete").unlink()
+    old, new = str(src).encode(), str(dest).encode()
+    for path in [dest / "pyvenv.cfg", *sorted((dest / "bin").iterdir())]:
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if old in data:
+            tmp = path.with_name(f".{path.name}.new")
+            tmp.write_bytes(data.replace(old, new))
+            shutil.copymode(path, tmp)
+            os.replace(tmp, path)
 
 
 def _make_twin(site: Site, r, spec, dest: Path, cache: Path, progress) -> str:
@@ -123,9 +169,14 @@ def _make_twin(site: Site, r, spec, dest: Path, cache: Path, progress) -> str:
     log = (LOGS / f"bare-{site.name}-{recipe}.log").absolute()
     log.write_text("")
     what = f"making the bare twin of the {recipe} image for site {site.name}"
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir"]
+    stack = stack_twin(site, spec, cache)
+    if stack is not None:             # the image's own layers: the stack's, then the app's packages on them
+        progress(f"the bare twin {dest.name} starts as hard links to {stack.name}, which holds all but the app's packages")
+        copy_twin(stack, dest)
+        return _finish_twin(r, spec, dest, cache, pip, what, log, progress)
     _step([str(base), "-m", "venv", *(["--system-site-packages"] if spec.system_site_packages else []), str(dest)],
           what + ": python -m venv", log, "check that python3-venv is installed")
-    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir"]
     try:
         wheels = [str(context.fetch_wheel(site, context.CACHE_DIR.absolute(), progress))] if spec.wheels else []
     except GenRecipeError as exc:
@@ -140,6 +191,11 @@ def _make_twin(site: Site, r, spec, dest: Path, cache: Path, progress) -> str:
         version, _ = spec.mpi4py
         _step([*pip, "--no-binary=mpi4py", f"mpi4py=={version}"], f"{what}: building mpi4py {version}", log,
               "load the site's MPI module (mpicc on PATH)")
+    return _finish_twin(r, spec, dest, cache, pip, what, log, progress)
+
+
+def _finish_twin(r, spec, dest: Path, cache: Path, pip: list[str], what: str, log: Path, progress) -> str:
+    """The app's packages (the image's last Python layer), shared files linked, and the twin marked complete."""
     if spec.app or spec.app_wheels:
         local = [str(r.folder.absolute() / w.removeprefix("app/")) for w in spec.app_wheels]
         _step([*pip, *local, *spec.app], f"{what}: pip install {' '.join([*spec.app_wheels, *spec.app])}", log,
@@ -148,7 +204,7 @@ def _make_twin(site: Site, r, spec, dest: Path, cache: Path, progress) -> str:
     if saved:
         progress(f"{saved / 2**20:.0f} MiB of {dest.name} hard-linked to identical files of other bare twins")
     (dest / ".complete").write_text(repr(spec) + "\n")
-    return str(python)
+    return str(dest / "bin" / "python")
 
 
 def link_duplicates(dest: Path, others: Sequence[Path], min_size: int = 2**20) -> int:
