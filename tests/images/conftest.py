@@ -89,6 +89,34 @@ def local_site():
     return site.load("local")
 
 
+# The smallest image gen-recipe builds for `local`: the site's base and a command. For the tests of how an image
+# travels (export, checksum, certificate, a launch script that unpacks it), where what the image holds is not
+# what is tested: its build, export and unpacking take seconds where the pytorch image's take minutes.
+TINY_APP = """schema = 1
+name = "tiny"
+description = "The site's base image and a command (gen-recipe's image delivery tests)"
+base = "none"
+
+[run]
+command = ["python3", "-c", "print('tiny')"]
+
+[workload]
+command = ["python3", "-c", "import json, os; print(json.dumps({'rate': 1.0, 'rank': int(os.environ['OMPI_COMM_WORLD_RANK'])}))"]
+json_key = "rate"
+unit = "items/s"
+better = "higher"
+tolerance = 0.15
+"""
+
+
+@pytest.fixture(scope="session")
+def tiny_app(tools, local_base_image, tmp_path_factory) -> Path:
+    """An app file of the tiny image (TINY_APP); `gen-recipe build --recipe` builds it in seconds."""
+    path = tmp_path_factory.mktemp("tiny") / "app.toml"
+    path.write_text(TINY_APP)
+    return path
+
+
 @pytest.fixture(scope="session")
 def local_build(tools, local_base_image, local_site):
     """The `local` pytorch image, built through build_image (a no-op when its tag exists)."""
