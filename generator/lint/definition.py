@@ -17,9 +17,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from generator.errors import did_you_mean
+from generator.errors import did_you_mean, shown
 from generator.lint import rules, shell
-from generator.lint.model import DEFINITION, Target, split_lines
+from generator.lint.model import DEFINITION, MAX_INPUT, LintError, Target, split_lines
 from generator.lint.tools import Script
 
 SECTIONS = ("setup", "files", "environment", "post", "runscript", "startscript", "test", "labels", "help",
@@ -430,9 +430,13 @@ def _build_env(stage: Stage) -> list[Hit]:
 # Build arguments (Apptainer >= 1.2, SingularityCE >= 4.0): `{{ NAME }}` anywhere in a stage is replaced before
 # the stage is parsed, from --build-arg or the stage's `%arguments` (NAME=value lines, both sides trimmed), one
 # level of `{{ }}` inside a value too; a `{{ }}` after a `#` on its line is left alone; a NAME with no value stops
-# the build (Apptainer's internal/pkg/build/args: reader.go, args.go).
-BUILD_ARG = re.compile(r"{{\s*(\w+)\s*}}")
-_COMMENT_BEFORE = re.compile(r"\s*[#][^!]\s*.*")
+# the build (Apptainer's internal/pkg/build/args: reader.go, args.go; its regular expressions, whose \s and \w
+# are ASCII). Apptainer replaces each `{{ K }}` written in a value everywhere in the value so far, one after the
+# other: a value that names itself grows as n**(n+1) for n mentions, and one in a cycle (X names Y, Y names X)
+# leaves `{{ }}` in the definition. The linter refuses both, and a definition that its values make larger than a
+# file it reads (MAX_INPUT), in one line before any work.
+BUILD_ARG = re.compile(r"{{[\t\n\f\r ]*([0-9A-Za-z_]+)[\t\n\f\r ]*}}")
+_COMMENT_BEFORE = re.compile(r"#[^!]")          # Apptainer's `\s*[#][^!]\s*.*`, searched: the same, in linear time
 
 
 def argument_defaults(stage: Stage) -> dict[str, str]:
@@ -447,20 +451,60 @@ def argument_defaults(stage: Stage) -> dict[str, str]:
     return out
 
 
-def _value(values: dict[str, str], name: str) -> str:
-    """NAME's value, with the `{{ }}` inside it replaced once (as Apptainer does)."""
-    return BUILD_ARG.sub(lambda inner: values.get(inner.group(1), inner.group(0)), values[name])
+def _cycle(refs: dict[str, list[str]], name: str, done: set[str]) -> list[str] | None:
+    """The names of a cycle of references that NAME's value leads to (the first name again at the end), or None.
+    `done`: names already known to lead to none (kept across calls: each name is walked once)."""
+    path, stack, on_path = [name], [iter(refs[name])], {name}
+    while stack:
+        nxt = next((k for k in stack[-1] if k not in done), None)
+        if nxt is None:
+            on_path.discard(path[-1])
+            done.add(path.pop())
+            stack.pop()
+        elif nxt in on_path:
+            return path[path.index(nxt):] + [nxt]
+        else:
+            path.append(nxt)
+            on_path.add(nxt)
+            stack.append(iter(refs[nxt]))
+    return None
 
 
-def templated(text: str, stages: Sequence[Stage], given: Sequence[tuple[str, str]] = ()) -> tuple[str, list[Hit]]:
+def _short(name: str) -> str:
+    return name if len(name) <= 40 else name[:37] + "..."
+
+
+def _too_large(path: str, line: int, name: str) -> str:
+    return (f"lint: {shown(path)}:{line}: {{{{ {_short(name)} }}}} makes the definition larger than "
+            f"{MAX_INPUT >> 20} MiB once the build arguments are in place: give the %arguments (or --build-arg) "
+            "values shorter text, or fewer {{ }} that name other values")
+
+
+def _expand(values: dict[str, str], name: str, room: int, path: str, line: int) -> str:
+    """NAME's value with each `{{ K }}` in it replaced by K's value (one level); a LintError when that is longer than
+    `room` (measured before it is built)."""
+    value = values[name]
+    if len(value) + sum(len(values[m.group(1)]) - len(m.group(0)) for m in BUILD_ARG.finditer(value)
+                        if m.group(1) in values) > room:
+        raise LintError(_too_large(path, line, name))
+    return BUILD_ARG.sub(lambda m: values.get(m.group(1), m.group(0)), value)
+
+
+def templated(text: str, stages: Sequence[Stage], given: Sequence[tuple[str, str]] = (),
+              path: str = "-") -> tuple[str, list[Hit]]:
     """The definition as Apptainer builds it, each stage's `{{ NAME }}` replaced by the `given` value (--build-arg)
     or its %arguments default (line numbers kept: a value is one line), and AP021 for each NAME without a value
-    (left as the word NAME)."""
+    (left as the word NAME). A value that names itself, directly or through others, or a result larger than
+    MAX_INPUT is a LintError (before the text is built)."""
     lines = split_lines(text)
     bounds = [s.line for s in stages[1:]] + [len(lines) + 1]
     hits: list[Hit] = []
+    size = len(text)
     for stage, end in zip(stages, bounds):
         values = {**argument_defaults(stage), **dict(given)}
+        refs = {k: [m.group(1) for m in BUILD_ARG.finditer(v) if m.group(1) in values] for k, v in values.items()}
+        done: set[str] = set()
+        expanded: dict[str, str] = {}
         for n in range(stage.line, end):
             line, out, last = lines[n - 1], [], 0
             for m in BUILD_ARG.finditer(line):
@@ -470,7 +514,20 @@ def templated(text: str, stages: Sequence[Stage], given: Sequence[tuple[str, str
                 if name not in values:
                     hits.append((n, "AP021", f"{{{{ {name} }}}} has no value: no `{name}=` in the stage's %arguments, "
                                              f"so the build stops unless it is given --build-arg {name}=VALUE"))
-                out += [line[last:m.start()], _value(values, name) if name in values else name]
+                elif name not in expanded:
+                    loop = _cycle(refs, name, done)
+                    if loop:
+                        names = " -> ".join(_short(k) for k in loop[:6]) + (" -> ..." if len(loop) > 6 else "")
+                        raise LintError(f"lint: {shown(path)}:{n}: {{{{ {_short(name)} }}}}: build arguments that name "
+                                        f"themselves ({names}; %arguments or --build-arg): Apptainer would leave "
+                                        f"{{{{ }}}} in the definition or grow it without end; give {_short(loop[0])} a "
+                                        "value without {{ }}")
+                    expanded[name] = _expand(values, name, MAX_INPUT - size, path, n)
+                value = expanded.get(name, name)
+                size += len(value) - (m.end() - m.start())
+                if size > MAX_INPUT:
+                    raise LintError(_too_large(path, n, name))
+                out += [line[last:m.start()], value]
                 last = m.end()
             lines[n - 1] = "".join(out) + line[last:]
     return "\n".join(lines), hits
@@ -498,15 +555,16 @@ def base_image(stage: Stage) -> list[Hit]:
     return hits
 
 
-def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int, frozenset[str]]]:
+def check(text: str, target: Target, path: str = "-") -> tuple[list[Hit], list[Script], dict[int, frozenset[str]]]:
     """All our findings for a definition (pragmas applied), its scripts for ShellCheck, and the
-    pragma map (to filter ShellCheck's findings). A target that takes build arguments gets them replaced first."""
+    pragma map (to filter ShellCheck's findings). A target that takes build arguments gets them replaced first (a
+    LintError naming `path` for values that name themselves, or that make the definition too large)."""
     stages = parse(text)
     hits: list[Hit] = []
     if not stages:
         return [(1, "AP001", "no `Bootstrap:` header and no sections: not a definition")], [], {}
     if target.arguments and BUILD_ARG.search(text):
-        text, hits = templated(text, stages, target.build_args)
+        text, hits = templated(text, stages, target.build_args, path)
         stages = parse(text)
     names: list[str] = []
     for k, stage in enumerate(stages):

@@ -1,0 +1,87 @@
+"""Bounded work in `gen-recipe lint` (issue #45): build-argument templating bounded in size, our own checks linear
+in the number of instructions, commands and stages, and the linters ended with the tool even on SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from generator.lint import definition
+from generator.lint.model import MAX_INPUT, LintError, Target
+
+REPO = Path(__file__).resolve().parents[2]
+GEN_RECIPE = [sys.executable, "-m", "generator.cli.main"]
+
+
+def bounded(args: list[str], tmp_path: Path, memory: int = 1 << 30, cpu: int = 120) -> tuple[int, str, str, float]:
+    """gen-recipe run with its address space and CPU seconds capped (a regression fails the test, not the machine):
+    exit code, stdout, stderr and its peak resident memory in MiB."""
+    def limits() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+    with open(tmp_path / "out", "w+") as out, open(tmp_path / "err", "w+") as err:
+        proc = subprocess.Popen([*GEN_RECIPE, *args], stdout=out, stderr=err, preexec_fn=limits, cwd=REPO,
+                                env={**os.environ, "GEN_RECIPE_LINT_CACHE": "0"})
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read(), err.read(), usage.ru_maxrss / 1024
+
+
+def defn(arguments: str, body: str = "%post\n    echo {{ X }}\n") -> str:
+    return f"Bootstrap: docker\nFrom: debian:12\n%arguments\n{arguments}{body}"
+
+
+@pytest.mark.parametrize("arguments, line, says", [
+    ("    X=" + "{{ X }}" * 5000 + "\n", 4, "(X -> X; %arguments or --build-arg): Apptainer would leave {{ }} in "
+     "the definition or grow it without end; give X a value without {{ }}"),       # the review's 35 KB file
+    ("    A={{ B }}\n    B=x{{ A }}\n", 4, "(B -> A -> B; "),
+    ("    A=" + "{{ B }}" * 5000 + "\n    B=" + "b" * 30_000 + "\n", 4, "{{ B }} makes the definition larger "
+     "than 8 MiB once the build arguments are in place"),                          # 150 MB, no cycle
+], ids=["self", "cycle", "large"])
+def test_templating_is_bounded_one_line_and_small(tmp_path, arguments, line, says):
+    path = tmp_path / "x.def"
+    path.write_text(defn(arguments))
+    code, out, err, peak = bounded(["lint", str(path)], tmp_path)
+    # before: 22.9 GB and killed by the kernel; capped, a MemoryError traceback
+    assert code == 2 and out == "" and err.count("\n") == 1, (code, err[-2000:])
+    assert err.startswith(f"gen-recipe: lint: {path}:{line}: ") and says in err, err
+    assert peak < 200, peak
+
+
+def test_templating_counts_every_use_and_keeps_one_level():
+    big = "b" * (1 << 20)
+    text = defn(f"    A={{{{ B }}}}{{{{ B }}}}\n    B={big}\n    C={{{{ D }}}}/x\n    D=/opt\n",
+                "%post\n    echo {{ A }}\n    echo {{ A }}\n    mkdir {{ C }}\n    echo {{ A }}\n")
+    with pytest.raises(LintError, match=r"^lint: x.def:12: \{\{ A \}\} makes the definition larger than 8 MiB"):
+        definition.check(text, Target(), "x.def")       # 1 + 2 (line 4) + 2 + 2 MiB fit, the third {{ A }} does not
+    fits = text.replace("    echo {{ A }}\n", "")
+    out, hits = definition.templated(fits, definition.parse(fits))
+    assert "    mkdir /opt/x" in out.splitlines() and not hits       # C's {{ D }} replaced: one level
+    assert len(out) < MAX_INPUT
+
+
+def test_build_args_are_the_builders_words_and_comments_cost_linear_time():
+    text = defn("    X=1\n    é=2\n", "%post\n    echo {{ X }} {{ é }} {{\vX }}\n    # {{ Y }}\n")
+    out, hits = definition.templated(text, definition.parse(text))
+    assert "    echo 1 {{ é }} {{\vX }}" in out and not hits           # Apptainer's \w and \s are ASCII
+
+    def took(spaces: int) -> float:
+        line = defn("    X=1\n", "%post\n    echo" + " " * spaces + "{{ X }}\n")
+        start = time.process_time()
+        definition.templated(line, definition.parse(line))
+        return time.process_time() - start
+
+    small = max(min(took(10_000) for _ in range(3)), 1e-3)    # (below a millisecond: timer noise)
+    large = [took(100_000)]
+    while len(large) < 3 and min(large) > 12 * small:
+        large.append(took(100_000))
+    assert min(large) <= 12 * small, (small, large)           # before: quadratic (10,000 spaces 0.2 s, 40,000 3.7 s)
