@@ -250,7 +250,7 @@ def check_header(stage: Stage, index: int, target: Target = Target()) -> list[Hi
     return hits
 
 
-def check_sections(stage: Stage, index: int, earlier: Sequence[str], target: Target) -> list[Hit]:
+def check_sections(stage: Stage, index: int, earlier: dict[str, None], target: Target) -> list[Hit]:
     hits: list[Hit] = []
     seen: dict[tuple[str, str], Section] = {}
     for s in stage.sections:
@@ -279,8 +279,9 @@ def check_sections(stage: Stage, index: int, earlier: Sequence[str], target: Tar
                                               f"Apptainer skips this section"))
             elif not target.multistage:
                 hits.append((s.line, "AP008", f"`%files from` needs Singularity 3.2 or later (target {target})"))
-            elif fields[1] not in earlier:
-                hint = did_you_mean(fields[1], [e for e in earlier if e]) or "no earlier stage has a name (`Stage:`)"
+            elif fields[1] not in earlier:      # a hint among up to 50 names, not a list of thousands per finding
+                hint = "see the `Stage:` names above" if len(earlier) > 50 else \
+                    did_you_mean(fields[1], [e for e in earlier if e]) or "no earlier stage has a name (`Stage:`)"
                 hits.append((s.line, "AP007", f"`%files from {fields[1]}`: no earlier stage is named "
                                               f"'{fields[1]}' ({hint})"))
     for name in set(RUN_SCRIPTS + SHEBANG_SCRIPTS + SOURCED):
@@ -310,10 +311,11 @@ def _errexit(shell_args: Sequence[str], commands: Sequence[shell.Command]) -> bo
         any(re.fullmatch(r"-[a-z]*e[a-z]*", w) for w in first.words[1:]) or "errexit" in first.words)
 
 
-def pipefail_at(line: int, shell_name: str, shell_args: Sequence[str], commands: Sequence[shell.Command]) -> bool:
+def pipefail_after(shell_name: str, shell_args: Sequence[str], commands: Sequence[shell.Command]) -> int | None:
+    """The line after which pipefail is on (0: from the start, by the shell's arguments), or None: never."""
     if shell_name not in ("sh", "dash", "ash") and "pipefail" in shell_args:
-        return True
-    return any(c.program == "set" and "pipefail" in c.words and c.line < line for c in commands)
+        return 0
+    return min((c.line for c in commands if c.program == "set" and "pipefail" in c.words), default=None)
 
 
 def relative_files(stage: Stage) -> list[Hit]:
@@ -350,10 +352,11 @@ def check_post(stage: Stage) -> list[tuple[int, str, str, frozenset[str]]]:
 def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int, str]], shell_name: str,
                    shell_args: Sequence[str]) -> list[tuple[int, str, str, frozenset[str]]]:
     hits = []
-    no_cache_lines = [n for n, t in lines if re.search(r"\bPIP_NO_CACHE_DIR=\S", t)]
-    pairs = shell.tracked(commands)
-    for k, c in enumerate(commands):
-        later = commands[k + 1:]
+    no_cache = min((n for n, t in lines if re.search(r"\bPIP_NO_CACHE_DIR=\S", t)), default=None)
+    pipefail = pipefail_after(shell_name, shell_args, commands)
+    inner = tuple(c for chain in shell.in_substitutions(lines) for c in chain)
+    step = rules.Step(tuple(shell.tracked(commands)), inner=inner)
+    for k, (c, cwd) in enumerate(step.pairs):
         inst = shell.install(c)
         if inst is not None and inst.manager is not None:
             m = inst.manager
@@ -368,7 +371,7 @@ def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int,
             if loose:
                 hits.append((c.line, m.pin_rule, f"unpinned {m.name} packages: {' '.join(loose[:6])}"
                                                   + (" ..." if len(loose) > 6 else ""), c.ignore))
-            if not any(shell.is_clean(d, m) for d in later):
+            if step.later.last_clean[m.name] <= k:
                 what = "the apt lists (/var/lib/apt/lists) are" if m is shell.APT else f"the {m.name} cache is"
                 hits.append((c.line, m.clean_rule, f"{what} not removed after this install "
                                                    f"(add `{m.clean_command}`)", c.ignore))
@@ -376,18 +379,17 @@ def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int,
             loose = shell.unpinned(inst)
             if loose:
                 hits.append((c.line, "DL3013", f"unpinned pip requirements: {' '.join(loose[:6])}", c.ignore))
-            if not shell.pip_no_cache(inst, any(n < c.line for n in no_cache_lines)):
+            if not shell.pip_no_cache(inst, no_cache is not None and no_cache < c.line):
                 hits.append((c.line, "DL3042", "pip install without --no-cache-dir keeps its cache in the image",
                              c.ignore))
-        path = shell.downloaded(c, pairs[k][1])
-        if path and not shell.deleted(path, pairs[k + 1:]):
+        path = shell.downloaded(c, cwd)
+        if path and step.later.removals.first_after(path, k) is None:
             hits.append((c.line, "AP016", f"{path} is downloaded here and never deleted in %post", c.ignore))
         if c.op in ("|", "|&") and c.program not in ("echo", "printf") \
-                and not pipefail_at(c.line, shell_name, shell_args, commands):     # echo/printf cannot fail
+                and not (pipefail is not None and pipefail < c.line):     # echo/printf cannot fail
             hits.append((c.line, "DL4006", f"pipe in %post without pipefail ({shell_name} runs it): a failure "
                                            f"left of `|` does not stop the build", c.ignore))
-    inner = tuple(c for chain in shell.in_substitutions(lines) for c in chain)
-    return hits + rules.run("step", DEFINITION, rules.Step(tuple(pairs), inner=inner))
+    return hits + rules.run("step", DEFINITION, step)
 
 
 def pragma_lines(text: str, stages: Sequence[Stage]) -> dict[int, frozenset[str]]:
@@ -566,7 +568,7 @@ def check(text: str, target: Target, path: str = "-") -> tuple[list[Hit], list[S
     if target.arguments and BUILD_ARG.search(text):
         text, hits = templated(text, stages, target.build_args, path)
         stages = parse(text)
-    names: list[str] = []
+    names: dict[str, None] = {}                 # the earlier stages' names, in order
     for k, stage in enumerate(stages):
         hits += check_header(stage, k, target)
         if stage.name and stage.name in names:
@@ -582,7 +584,7 @@ def check(text: str, target: Target, path: str = "-") -> tuple[list[Hit], list[S
         hits += base_image(stage)
         hits += relative_files(stage)
         hits += [(line, rule, msg) for line, rule, msg, ignore in check_post(stage) if rule not in ignore]
-        names.append(stage.name)
+        names[stage.name] = None
     hits += _build_env(stages[-1])
     if len(stages) == 1:
         image = rules.Image(stages[0].line, None, tuple(shell.split_script(post_script(stages[0]))[0]))

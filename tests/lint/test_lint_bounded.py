@@ -4,6 +4,7 @@ in the number of instructions, commands and stages, and the linters ended with t
 from __future__ import annotations
 
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.lint import definition
+from generator.lint import definition, shell
 from generator.lint.model import MAX_INPUT, LintError, Target
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,3 +86,26 @@ def test_build_args_are_the_builders_words_and_comments_cost_linear_time():
     while len(large) < 3 and min(large) > 12 * small:
         large.append(took(100_000))
     assert min(large) <= 12 * small, (small, large)           # before: quadratic (10,000 spaces 0.2 s, 40,000 3.7 s)
+
+
+def test_the_removal_index_answers_as_removes_does():
+    """shell.Removals (what lint asks instead of reading every later `rm` again) against shell.removes, on random
+    targets: absolute and relative, globs, parents, trailing slashes, unknown folders."""
+    rnd = random.Random(45)
+    parts = ["a", "b", "t.tar.gz", "*", "*.gz", "t.*", "[ab]", "?", "..", "."]
+
+    def word() -> str:
+        text = "/".join(rnd.choice(parts) for _ in range(rnd.randint(1, 4)))
+        return rnd.choice(["", "/", "//"]) + text + rnd.choice(["", "/"])
+
+    for _ in range(300):
+        pairs = [(shell.Command(("rm", "-rf", *(word() for _ in range(rnd.randint(1, 3)))) if rnd.random() < 0.7
+                                else ("echo", word()), (), 1, 1, 0, 0, "", frozenset()),
+                  rnd.choice([None, "/", "/a", "/a/b"])) for _ in range(rnd.randint(0, 8))]
+        index = shell.Removals(pairs)
+        for _ in range(10):
+            path = shell.absolute(word(), rnd.choice([None, "/a"])) or word()
+            position = rnd.randint(-1, len(pairs))
+            expected = next((k for k in range(position + 1, len(pairs)) if shell.removes(pairs[k][0], path, pairs[k][1])),
+                            None)
+            assert index.first_after(path, position) == expected, (pairs, path, position)
