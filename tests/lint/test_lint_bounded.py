@@ -3,9 +3,11 @@ in the number of instructions, commands and stages, and the linters ended with t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -13,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from generator.lint import definition, shell
+from generator.lint import definition, shell, tools
 from generator.lint.model import MAX_INPUT, LintError, Target
+
+from .test_lint_hostile import NESTED, _children, _running
 
 REPO = Path(__file__).resolve().parents[2]
 GEN_RECIPE = [sys.executable, "-m", "generator.cli.main"]
@@ -109,3 +113,37 @@ def test_the_removal_index_answers_as_removes_does():
             expected = next((k for k in range(position + 1, len(pairs)) if shell.removes(pairs[k][0], path, pairs[k][1])),
                             None)
             assert index.first_after(path, position) == expected, (pairs, path, position)
+
+
+def test_a_killed_lint_leaves_no_linter_running(tmp_path):
+    """kill -9 of gen-recipe lint (no handler runs): hadolint and ShellCheck get the parent-death signal."""
+    docker, defn_ = tmp_path / "nested.Dockerfile", tmp_path / "nested.def"
+    docker.write_text(NESTED)                                                    # hadolint: minutes
+    defn_.write_text("Bootstrap: docker\nFrom: debian:12\n%post\n    echo " + '"$(echo ' * 20 + "x" + ')"' * 20 + "\n")
+    proc = subprocess.Popen([*GEN_RECIPE, "lint", str(docker), str(defn_)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=REPO,
+                            env={**os.environ, tools.TIMEOUT_ENV: "600", "GEN_RECIPE_LINT_CACHE": "0"})
+    linters: dict[str, int] = {}
+    try:
+        deadline = time.monotonic() + 120
+        while len(linters) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            for child in _children(proc.pid):
+                with contextlib.suppress(OSError):
+                    name = Path(Path(f"/proc/{child}/cmdline").read_text().split("\0")[0]).name
+                    if name in ("hadolint", "shellcheck"):
+                        linters[name] = child
+            time.sleep(0.1)
+        assert sorted(linters) == ["hadolint", "shellcheck"], linters
+        proc.kill()                                                # SIGKILL: no finally block, no signal handler
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while any(map(_running, linters.values())) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [name for name, pid in linters.items() if _running(pid)]    # before: ShellCheck ran on for 300 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in linters.values():                               # before the fix, this test's own cleanup
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
