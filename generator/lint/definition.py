@@ -182,9 +182,12 @@ def scripts(stage: Stage) -> list[Script]:
         errexit = ("set -e",) if _errexit(args, []) else ()     # ShellCheck knows -e only from `set -e`
         out.append(Script(shell_name, body, errexit))
     apps = sorted({s.app for s in stage.sections if s.app})
+    by_app: dict[tuple[str, str], list[Section]] = {}          # (section, app) → its sections: one pass, not per app
+    for s in stage.sections:
+        by_app.setdefault((s.name, s.app), []).append(s)
     for name in SOURCED:
         for app in (apps if name.startswith("app") else [""]):
-            body = _lines([s for s in stage.of(name) if s.app == app])
+            body = _lines(by_app.get((name, app), []))
             first = next((k for k, (_, t) in enumerate(body) if t.strip()), None)
             if first is not None and body[first][1].strip().startswith("#!"):   # a comment to the sourcing shell
                 body = body[:first] + ((body[first][0], ""),) + body[first + 1:]
@@ -192,7 +195,7 @@ def scripts(stage: Stage) -> list[Script]:
             out.append(Script("sh", body, ("# shellcheck disable=SC2034",)))
     for name in SHEBANG_SCRIPTS:
         for app in (apps if name.startswith("app") else [""]):
-            body = _lines([s for s in stage.of(name) if s.app == app])
+            body = _lines(by_app.get((name, app), []))
             first = next((k for k, (_, t) in enumerate(body) if t.strip()), None)
             if first is not None and body[first][1].strip().startswith("#!"):    # Apptainer moves it out
                 out.append(Script(_shebang_shell(body), body[:first] + ((body[first][0], ""),) + body[first + 1:]))

@@ -50,6 +50,8 @@ SHAPES = {      # (small, large: 10x, the text with n instructions, commands or 
     "definition stages": (500, 5_000, lambda n: "".join(
         f"Bootstrap: docker\nFrom: debian:12\nStage: s{k}\n%files from b{k}\n    /a /a\n%post\n    {DOWNLOAD}\n"
         for k in range(n))),
+    "definition apps": (500, 5_000, lambda n: "Bootstrap: docker\nFrom: debian:12\n" + "".join(
+        f"%appinstall a{k}\n    {DOWNLOAD}\n%apprun a{k}\n    exec true\n" for k in range(n))),
 }
 LINEAR = 12         # 10x the input, at most 12x the time (quadratic: 100x)
 
@@ -76,7 +78,7 @@ def cpu_seconds(text: str) -> float:
 
 @pytest.mark.benchmark(group="lint")
 def test_bench_lint_is_linear_in_instructions_and_stages(benchmark):
-    """Our own checks of 10x the instructions, commands or stages take at most 12x as long, the two sizes measured
+    """Our own checks of 10x the instructions, commands, stages or apps take at most 12x as long, the two sizes measured
     side by side in this run (on a busy machine a pair is measured again, up to three times, until one is; quadratic
     code is 50-100x). Before: quadratic, 2,500 RUNs 2.3 s, 20,000 85 s; 500 chained stages a RecursionError."""
     texts = {shape: (make(small), make(large)) for shape, (small, large, make) in SHAPES.items()}
