@@ -513,8 +513,8 @@ def templated(text: str, stages: Sequence[Stage], given: Sequence[tuple[str, str
         for n in range(stage.line, end):
             line, out, last = lines[n - 1], [], 0
             for m in BUILD_ARG.finditer(line):
-                if _COMMENT_BEFORE.search(line[last:m.start()]):     # since the last replaced one, as Apptainer
-                    continue
+                if _COMMENT_BEFORE.search(line[last:m.start()]):     # since the last replaced one, as Apptainer:
+                    break                                            # so every later one on the line too
                 name = m.group(1)
                 if name not in values:
                     hits.append((n, "AP021", f"{{{{ {name} }}}} has no value: no `{name}=` in the stage's %arguments, "
