@@ -17,9 +17,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from generator.errors import did_you_mean
+from generator.errors import did_you_mean, shown
 from generator.lint import rules, shell
-from generator.lint.model import DEFINITION, Target, split_lines
+from generator.lint.model import DEFINITION, MAX_INPUT, LintError, Target, split_lines
 from generator.lint.tools import Script
 
 SECTIONS = ("setup", "files", "environment", "post", "runscript", "startscript", "test", "labels", "help",
@@ -182,9 +182,12 @@ def scripts(stage: Stage) -> list[Script]:
         errexit = ("set -e",) if _errexit(args, []) else ()     # ShellCheck knows -e only from `set -e`
         out.append(Script(shell_name, body, errexit))
     apps = sorted({s.app for s in stage.sections if s.app})
+    by_app: dict[tuple[str, str], list[Section]] = {}          # (section, app) → its sections: one pass, not per app
+    for s in stage.sections:
+        by_app.setdefault((s.name, s.app), []).append(s)
     for name in SOURCED:
         for app in (apps if name.startswith("app") else [""]):
-            body = _lines([s for s in stage.of(name) if s.app == app])
+            body = _lines(by_app.get((name, app), []))
             first = next((k for k, (_, t) in enumerate(body) if t.strip()), None)
             if first is not None and body[first][1].strip().startswith("#!"):   # a comment to the sourcing shell
                 body = body[:first] + ((body[first][0], ""),) + body[first + 1:]
@@ -192,7 +195,7 @@ def scripts(stage: Stage) -> list[Script]:
             out.append(Script("sh", body, ("# shellcheck disable=SC2034",)))
     for name in SHEBANG_SCRIPTS:
         for app in (apps if name.startswith("app") else [""]):
-            body = _lines([s for s in stage.of(name) if s.app == app])
+            body = _lines(by_app.get((name, app), []))
             first = next((k for k, (_, t) in enumerate(body) if t.strip()), None)
             if first is not None and body[first][1].strip().startswith("#!"):    # Apptainer moves it out
                 out.append(Script(_shebang_shell(body), body[:first] + ((body[first][0], ""),) + body[first + 1:]))
@@ -250,7 +253,7 @@ def check_header(stage: Stage, index: int, target: Target = Target()) -> list[Hi
     return hits
 
 
-def check_sections(stage: Stage, index: int, earlier: Sequence[str], target: Target) -> list[Hit]:
+def check_sections(stage: Stage, index: int, earlier: dict[str, None], target: Target) -> list[Hit]:
     hits: list[Hit] = []
     seen: dict[tuple[str, str], Section] = {}
     for s in stage.sections:
@@ -279,8 +282,9 @@ def check_sections(stage: Stage, index: int, earlier: Sequence[str], target: Tar
                                               f"Apptainer skips this section"))
             elif not target.multistage:
                 hits.append((s.line, "AP008", f"`%files from` needs Singularity 3.2 or later (target {target})"))
-            elif fields[1] not in earlier:
-                hint = did_you_mean(fields[1], [e for e in earlier if e]) or "no earlier stage has a name (`Stage:`)"
+            elif fields[1] not in earlier:      # a hint among up to 50 names, not a list of thousands per finding
+                hint = "see the `Stage:` names above" if len(earlier) > 50 else \
+                    did_you_mean(fields[1], [e for e in earlier if e]) or "no earlier stage has a name (`Stage:`)"
                 hits.append((s.line, "AP007", f"`%files from {fields[1]}`: no earlier stage is named "
                                               f"'{fields[1]}' ({hint})"))
     for name in set(RUN_SCRIPTS + SHEBANG_SCRIPTS + SOURCED):
@@ -310,10 +314,11 @@ def _errexit(shell_args: Sequence[str], commands: Sequence[shell.Command]) -> bo
         any(re.fullmatch(r"-[a-z]*e[a-z]*", w) for w in first.words[1:]) or "errexit" in first.words)
 
 
-def pipefail_at(line: int, shell_name: str, shell_args: Sequence[str], commands: Sequence[shell.Command]) -> bool:
+def pipefail_after(shell_name: str, shell_args: Sequence[str], commands: Sequence[shell.Command]) -> int | None:
+    """The line after which pipefail is on (0: from the start, by the shell's arguments), or None: never."""
     if shell_name not in ("sh", "dash", "ash") and "pipefail" in shell_args:
-        return True
-    return any(c.program == "set" and "pipefail" in c.words and c.line < line for c in commands)
+        return 0
+    return min((c.line for c in commands if c.program == "set" and "pipefail" in c.words), default=None)
 
 
 def relative_files(stage: Stage) -> list[Hit]:
@@ -350,10 +355,11 @@ def check_post(stage: Stage) -> list[tuple[int, str, str, frozenset[str]]]:
 def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int, str]], shell_name: str,
                    shell_args: Sequence[str]) -> list[tuple[int, str, str, frozenset[str]]]:
     hits = []
-    no_cache_lines = [n for n, t in lines if re.search(r"\bPIP_NO_CACHE_DIR=\S", t)]
-    pairs = shell.tracked(commands)
-    for k, c in enumerate(commands):
-        later = commands[k + 1:]
+    no_cache = min((n for n, t in lines if re.search(r"\bPIP_NO_CACHE_DIR=\S", t)), default=None)
+    pipefail = pipefail_after(shell_name, shell_args, commands)
+    inner = tuple(c for chain in shell.in_substitutions(lines) for c in chain)
+    step = rules.Step(tuple(shell.tracked(commands)), inner=inner)
+    for k, (c, cwd) in enumerate(step.pairs):
         inst = shell.install(c)
         if inst is not None and inst.manager is not None:
             m = inst.manager
@@ -368,7 +374,7 @@ def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int,
             if loose:
                 hits.append((c.line, m.pin_rule, f"unpinned {m.name} packages: {' '.join(loose[:6])}"
                                                   + (" ..." if len(loose) > 6 else ""), c.ignore))
-            if not any(shell.is_clean(d, m) for d in later):
+            if step.later.last_clean[m.name] <= k:
                 what = "the apt lists (/var/lib/apt/lists) are" if m is shell.APT else f"the {m.name} cache is"
                 hits.append((c.line, m.clean_rule, f"{what} not removed after this install "
                                                    f"(add `{m.clean_command}`)", c.ignore))
@@ -376,18 +382,17 @@ def command_smells(commands: Sequence[shell.Command], lines: Sequence[tuple[int,
             loose = shell.unpinned(inst)
             if loose:
                 hits.append((c.line, "DL3013", f"unpinned pip requirements: {' '.join(loose[:6])}", c.ignore))
-            if not shell.pip_no_cache(inst, any(n < c.line for n in no_cache_lines)):
+            if not shell.pip_no_cache(inst, no_cache is not None and no_cache < c.line):
                 hits.append((c.line, "DL3042", "pip install without --no-cache-dir keeps its cache in the image",
                              c.ignore))
-        path = shell.downloaded(c, pairs[k][1])
-        if path and not shell.deleted(path, pairs[k + 1:]):
+        path = shell.downloaded(c, cwd)
+        if path and step.later.removals.first_after(path, k) is None:
             hits.append((c.line, "AP016", f"{path} is downloaded here and never deleted in %post", c.ignore))
         if c.op in ("|", "|&") and c.program not in ("echo", "printf") \
-                and not pipefail_at(c.line, shell_name, shell_args, commands):     # echo/printf cannot fail
+                and not (pipefail is not None and pipefail < c.line):     # echo/printf cannot fail
             hits.append((c.line, "DL4006", f"pipe in %post without pipefail ({shell_name} runs it): a failure "
                                            f"left of `|` does not stop the build", c.ignore))
-    inner = tuple(c for chain in shell.in_substitutions(lines) for c in chain)
-    return hits + rules.run("step", DEFINITION, rules.Step(tuple(pairs), inner=inner))
+    return hits + rules.run("step", DEFINITION, step)
 
 
 def pragma_lines(text: str, stages: Sequence[Stage]) -> dict[int, frozenset[str]]:
@@ -430,9 +435,13 @@ def _build_env(stage: Stage) -> list[Hit]:
 # Build arguments (Apptainer >= 1.2, SingularityCE >= 4.0): `{{ NAME }}` anywhere in a stage is replaced before
 # the stage is parsed, from --build-arg or the stage's `%arguments` (NAME=value lines, both sides trimmed), one
 # level of `{{ }}` inside a value too; a `{{ }}` after a `#` on its line is left alone; a NAME with no value stops
-# the build (Apptainer's internal/pkg/build/args: reader.go, args.go).
-BUILD_ARG = re.compile(r"{{\s*(\w+)\s*}}")
-_COMMENT_BEFORE = re.compile(r"\s*[#][^!]\s*.*")
+# the build (Apptainer's internal/pkg/build/args: reader.go, args.go; its regular expressions, whose \s and \w
+# are ASCII). Apptainer replaces each `{{ K }}` written in a value everywhere in the value so far, one after the
+# other: a value that names itself grows as n**(n+1) for n mentions, and one in a cycle (X names Y, Y names X)
+# leaves `{{ }}` in the definition. The linter refuses both, and a definition that its values make larger than a
+# file it reads (MAX_INPUT), in one line before any work.
+BUILD_ARG = re.compile(r"{{[\t\n\f\r ]*([0-9A-Za-z_]+)[\t\n\f\r ]*}}")
+_COMMENT_BEFORE = re.compile(r"#[^!]")          # Apptainer's `\s*[#][^!]\s*.*`, searched: the same, in linear time
 
 
 def argument_defaults(stage: Stage) -> dict[str, str]:
@@ -447,30 +456,83 @@ def argument_defaults(stage: Stage) -> dict[str, str]:
     return out
 
 
-def _value(values: dict[str, str], name: str) -> str:
-    """NAME's value, with the `{{ }}` inside it replaced once (as Apptainer does)."""
-    return BUILD_ARG.sub(lambda inner: values.get(inner.group(1), inner.group(0)), values[name])
+def _cycle(refs: dict[str, list[str]], name: str, done: set[str]) -> list[str] | None:
+    """The names of a cycle of references that NAME's value leads to (the first name again at the end), or None.
+    `done`: names already known to lead to none (kept across calls: each name is walked once)."""
+    path, stack, on_path = [name], [iter(refs[name])], {name}
+    while stack:
+        nxt = next((k for k in stack[-1] if k not in done), None)
+        if nxt is None:
+            on_path.discard(path[-1])
+            done.add(path.pop())
+            stack.pop()
+        elif nxt in on_path:
+            return path[path.index(nxt):] + [nxt]
+        else:
+            path.append(nxt)
+            on_path.add(nxt)
+            stack.append(iter(refs[nxt]))
+    return None
 
 
-def templated(text: str, stages: Sequence[Stage], given: Sequence[tuple[str, str]] = ()) -> tuple[str, list[Hit]]:
+def _short(name: str) -> str:
+    return name if len(name) <= 40 else name[:37] + "..."
+
+
+def _too_large(path: str, line: int, name: str) -> str:
+    return (f"lint: {shown(path)}:{line}: {{{{ {_short(name)} }}}} makes the definition larger than "
+            f"{MAX_INPUT >> 20} MiB once the build arguments are in place: give the %arguments (or --build-arg) "
+            "values shorter text, or fewer {{ }} that name other values")
+
+
+def _expand(values: dict[str, str], name: str, room: int, path: str, line: int) -> str:
+    """NAME's value with each `{{ K }}` in it replaced by K's value (one level); a LintError when that is longer than
+    `room` (measured before it is built)."""
+    value = values[name]
+    if len(value) + sum(len(values[m.group(1)]) - len(m.group(0)) for m in BUILD_ARG.finditer(value)
+                        if m.group(1) in values) > room:
+        raise LintError(_too_large(path, line, name))
+    return BUILD_ARG.sub(lambda m: values.get(m.group(1), m.group(0)), value)
+
+
+def templated(text: str, stages: Sequence[Stage], given: Sequence[tuple[str, str]] = (),
+              path: str = "-") -> tuple[str, list[Hit]]:
     """The definition as Apptainer builds it, each stage's `{{ NAME }}` replaced by the `given` value (--build-arg)
     or its %arguments default (line numbers kept: a value is one line), and AP021 for each NAME without a value
-    (left as the word NAME)."""
+    (left as the word NAME). A value that names itself, directly or through others, or a result larger than
+    MAX_INPUT is a LintError (before the text is built)."""
     lines = split_lines(text)
     bounds = [s.line for s in stages[1:]] + [len(lines) + 1]
     hits: list[Hit] = []
+    size = len(text)
     for stage, end in zip(stages, bounds):
         values = {**argument_defaults(stage), **dict(given)}
+        refs = {k: [m.group(1) for m in BUILD_ARG.finditer(v) if m.group(1) in values] for k, v in values.items()}
+        done: set[str] = set()
+        expanded: dict[str, str] = {}
         for n in range(stage.line, end):
             line, out, last = lines[n - 1], [], 0
             for m in BUILD_ARG.finditer(line):
-                if _COMMENT_BEFORE.search(line[last:m.start()]):     # since the last replaced one, as Apptainer
-                    continue
+                if _COMMENT_BEFORE.search(line[last:m.start()]):     # since the last replaced one, as Apptainer:
+                    break                                            # so every later one on the line too
                 name = m.group(1)
                 if name not in values:
                     hits.append((n, "AP021", f"{{{{ {name} }}}} has no value: no `{name}=` in the stage's %arguments, "
                                              f"so the build stops unless it is given --build-arg {name}=VALUE"))
-                out += [line[last:m.start()], _value(values, name) if name in values else name]
+                elif name not in expanded:
+                    loop = _cycle(refs, name, done)
+                    if loop:
+                        names = " -> ".join(_short(k) for k in loop[:6]) + (" -> ..." if len(loop) > 6 else "")
+                        raise LintError(f"lint: {shown(path)}:{n}: {{{{ {_short(name)} }}}}: build arguments that name "
+                                        f"themselves ({names}; %arguments or --build-arg): Apptainer would leave "
+                                        f"{{{{ }}}} in the definition or grow it without end; give {_short(loop[0])} a "
+                                        "value without {{ }}")
+                    expanded[name] = _expand(values, name, MAX_INPUT - size, path, n)
+                value = expanded.get(name, name)
+                size += len(value) - (m.end() - m.start())
+                if size > MAX_INPUT:
+                    raise LintError(_too_large(path, n, name))
+                out += [line[last:m.start()], value]
                 last = m.end()
             lines[n - 1] = "".join(out) + line[last:]
     return "\n".join(lines), hits
@@ -498,17 +560,18 @@ def base_image(stage: Stage) -> list[Hit]:
     return hits
 
 
-def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int, frozenset[str]]]:
+def check(text: str, target: Target, path: str = "-") -> tuple[list[Hit], list[Script], dict[int, frozenset[str]]]:
     """All our findings for a definition (pragmas applied), its scripts for ShellCheck, and the
-    pragma map (to filter ShellCheck's findings). A target that takes build arguments gets them replaced first."""
+    pragma map (to filter ShellCheck's findings). A target that takes build arguments gets them replaced first (a
+    LintError naming `path` for values that name themselves, or that make the definition too large)."""
     stages = parse(text)
     hits: list[Hit] = []
     if not stages:
         return [(1, "AP001", "no `Bootstrap:` header and no sections: not a definition")], [], {}
     if target.arguments and BUILD_ARG.search(text):
-        text, hits = templated(text, stages, target.build_args)
+        text, hits = templated(text, stages, target.build_args, path)
         stages = parse(text)
-    names: list[str] = []
+    names: dict[str, None] = {}                 # the earlier stages' names, in order
     for k, stage in enumerate(stages):
         hits += check_header(stage, k, target)
         if stage.name and stage.name in names:
@@ -524,7 +587,7 @@ def check(text: str, target: Target) -> tuple[list[Hit], list[Script], dict[int,
         hits += base_image(stage)
         hits += relative_files(stage)
         hits += [(line, rule, msg) for line, rule, msg, ignore in check_post(stage) if rule not in ignore]
-        names.append(stage.name)
+        names[stage.name] = None
     hits += _build_env(stages[-1])
     if len(stages) == 1:
         image = rules.Image(stages[0].line, None, tuple(shell.split_script(post_script(stages[0]))[0]))

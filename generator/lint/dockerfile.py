@@ -194,41 +194,51 @@ def commands(ins: Instruction, text_lines: Sequence[str]) -> list[shell.Command]
     return shell.split_script(script(ins, text_lines), docker=True)[0]
 
 
-def user_of(stage: Stage, all_stages: Sequence[Stage]) -> str | None:
-    """The stage's last USER, following `FROM <earlier stage>`."""
-    users = [i.args.split()[0] for i in stage.instructions if i.keyword == "USER" and i.args.split()]
-    if users:
-        return users[-1]
-    parent = next((s for s in all_stages if s.name and s.name.lower() == stage.image.lower() and s is not stage), None)
-    return user_of(parent, [s for s in all_stages if s is not stage]) if parent else None
-
-
-def workdirs(stage: Stage, all_stages: Sequence[Stage]) -> dict[int, str | None]:
-    """The working directory each instruction of the stage runs in (by start line; None: unknown,
-    i.e. inherited from an image we cannot see), following WORKDIR and `FROM <earlier stage>`."""
-    parent = next((s for s in all_stages if s.name and s.name.lower() == stage.image.lower() and s is not stage), None)
-    if parent is not None:
-        inherited = final_workdir(parent, [s for s in all_stages if s is not stage])
-    else:
-        inherited = "/" if DISTRO.match(stage.image) else None
-    out, cwd = {}, inherited
-    for ins in stage.instructions:
-        out[ins.start] = cwd
-        if ins.keyword == "WORKDIR":
-            target = ins.args.strip().strip("\"'")
-            cwd = shell.absolute(target, cwd) if target and "$" not in target else None
+def parents(all_stages: Sequence[Stage]) -> dict[int, Stage]:
+    """id(stage) → the earlier stage its FROM names (the first of that name), for the stages built FROM one."""
+    named: dict[str, Stage] = {}
+    out = {}
+    for stage in all_stages:
+        if stage.image.lower() in named:
+            out[id(stage)] = named[stage.image.lower()]
+        if stage.name:
+            named.setdefault(stage.name.lower(), stage)
     return out
 
 
-def final_workdir(stage: Stage, all_stages: Sequence[Stage]) -> str | None:
-    if not stage.instructions:
-        return workdirs(stage, all_stages).get(stage.start.start)
-    last = stage.instructions[-1]
-    cwd = workdirs(stage, all_stages)[last.start]
-    if last.keyword == "WORKDIR":
-        target = last.args.strip().strip("\"'")
-        cwd = shell.absolute(target, cwd) if target and "$" not in target else None
-    return cwd
+def user_of(stage: Stage, all_stages: Sequence[Stage]) -> str | None:
+    """The stage's last USER, following `FROM <earlier stage>`."""
+    up = parents(all_stages)
+    while stage is not None:
+        users = [i.args.split()[0] for i in stage.instructions if i.keyword == "USER" and i.args.split()]
+        if users:
+            return users[-1]
+        stage = up.get(id(stage))
+    return None
+
+
+def _workdir(ins: Instruction, cwd: str | None) -> str | None:
+    target = ins.args.strip().strip("\"'")
+    return shell.absolute(target, cwd) if target and "$" not in target else None
+
+
+def workdirs(all_stages: Sequence[Stage]) -> list[dict[int, str | None]]:
+    """For each stage, the working directory each of its instructions runs in (by start line; None: unknown, i.e.
+    inherited from an image we cannot see), following WORKDIR and `FROM <earlier stage>`: one pass over the file."""
+    up = parents(all_stages)
+    final: dict[int, str | None] = {}            # id(stage) → the directory after its last instruction
+    out = []
+    for stage in all_stages:
+        parent = up.get(id(stage))
+        cwd = final[id(parent)] if parent is not None else "/" if DISTRO.match(stage.image) else None
+        wd = {}
+        for ins in stage.instructions:
+            wd[ins.start] = cwd
+            if ins.keyword == "WORKDIR":
+                cwd = _workdir(ins, cwd)
+        final[id(stage)] = cwd
+        out.append(wd)
+    return out
 
 
 def tracked(ins: Instruction, text_lines: Sequence[str], cwd: str | None) -> list[tuple[shell.Command, str | None]]:
@@ -247,14 +257,16 @@ def _unverified_add(ins: Instruction) -> str | None:
     return next((w for w in ins.body.split()[:-1] if re.match(r"(https?|ftp)://", w)), None)
 
 
-def steps(stage: Stage, all_stages: Sequence[Stage], text_lines: Sequence[str]) -> list[rules.Step]:
-    """One step per instruction of the stage: its shell commands with their directories, the later steps."""
-    wd = workdirs(stage, all_stages)
-    out: list[rules.Step] = []
-    for ins in reversed(stage.instructions):
+def steps(stage: Stage, wd: dict[int, str | None], text_lines: Sequence[str]) -> list[rules.Step]:
+    """One step per instruction of the stage (`wd`: its working directories): its shell commands with their
+    directories, and the stage's commands (one rules.Later for all its steps, each step's position in it)."""
+    pairs = [tuple(tracked(ins, text_lines, wd[ins.start])) for ins in stage.instructions]
+    later = rules.Later([p for ps in pairs for p in ps], [ins.start for ins, ps in zip(stage.instructions, pairs) for _ in ps])
+    out, start = [], 0
+    for ins, ps in zip(stage.instructions, pairs):
         inner = tuple(c for chain in shell.in_substitutions(script(ins, text_lines), docker=True) for c in chain)
-        out.insert(0, rules.Step(tuple(tracked(ins, text_lines, wd[ins.start])), ins.start, tuple(out),
-                                 _unverified_add(ins), inner))
+        out.append(rules.Step(ps, ins.start, later, start, _unverified_add(ins), inner))
+        start += len(ps)
     return out
 
 
@@ -265,8 +277,8 @@ def check(text: str) -> list[Hit]:
     hits: list[Hit] = []
     final: list[rules.Step] = []
     names = {s.name.lower() for s in all_stages if s.name}
-    for stage in all_stages:
-        final = steps(stage, all_stages, text_lines)
+    for stage, wd in zip(all_stages, workdirs(all_stages)):
+        final = steps(stage, wd, text_lines)
         hits += [h[:3] for step in final for h in rules.run("step", DOCKER, step)]
         why = None if stage.image.lower() in names else rules.end_of_life(stage.image)
         if why:

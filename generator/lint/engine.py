@@ -51,7 +51,7 @@ def lint_dockerfile(text: str, path: str) -> list[Finding]:
 
 def lint_definition(text: str, path: str, target: Target = Target()) -> list[Finding]:
     """Our definition checks plus ShellCheck on its scripts, pragmas applied."""
-    checked = definition.check(text, target)
+    checked = definition.check(text, target, path)
     return _merge_definition(checked, path, tools.shellcheck(checked[1], path))
 
 
@@ -80,7 +80,7 @@ def lint_sources(sources: Sequence[Source], target: Target = Target(), jobs: int
     docker = [k for k, s in enumerate(sources) if s.kind == DOCKER]
     defs = [k for k, s in enumerate(sources) if s.kind == DEFINITION]
     own = {k: _docker_own(sources[k].text, sources[k].path) for k in docker}
-    checked = {k: definition.check(sources[k].text, targets[k]) for k in defs}
+    checked = {k: definition.check(sources[k].text, targets[k], sources[k].path) for k in defs}
     tools.budget()                                  # a bad $GEN_RECIPE_LINT_TIMEOUT: one line, before any work
     jobs = jobs or tools.default_jobs()
     with ThreadPoolExecutor(max_workers=2) as pool, tools.children_killed(pool):   # killed, then the threads end

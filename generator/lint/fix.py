@@ -645,9 +645,8 @@ def _docker_edits(lines: list[str]):
     stages = dockerfile.stages(instructions)
     cmds = {i.start: dockerfile.commands(i, lines) for s in stages for i in s.instructions
             if i.keyword in ("RUN", "ONBUILD")}
-    for number, stage in enumerate(stages):
+    for number, (stage, wd) in enumerate(zip(stages, dockerfile.workdirs(stages))):
         runs = [(k, ins) for k, ins in enumerate(stage.instructions) if ins.keyword == "RUN" and ins.shell_form]
-        wd = dockerfile.workdirs(stage, stages)
         env, read = "", 0                   # the ENV and ARG text before the RUN
         for r, (index, ins) in enumerate(runs):
             env += " ".join(i.args for i in stage.instructions[read:index] if i.keyword in ("ENV", "ARG")) + " "
@@ -715,8 +714,9 @@ def _definition_cleanups(lines, stage, commands):
 
 def _definition_pipefail(lines, stage, commands):
     posts = stage.of("post")
+    pipefail = definition.pipefail_after("sh", [], commands)
     pipes = [c for c in commands if c.op in ("|", "|&") and "DL4006" not in c.ignore and c.program not in ("echo", "printf")
-             and not definition.pipefail_at(c.line, "sh", [], commands)]
+             and not (pipefail is not None and pipefail < c.line)]
     if not posts or not pipes or any(s.args for s in posts):
         return
     image = stage.get("from").value if stage.get("from") else ""

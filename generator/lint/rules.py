@@ -14,9 +14,10 @@ of file; dockerfile.py and definition.py only parse.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from generator.errors import did_you_mean
@@ -123,15 +124,65 @@ _THEIRS = (
 Hit = tuple[int, str, frozenset[str]]
 
 
+class Later:
+    """The commands of a Dockerfile stage's RUNs (in order) or of a definition's %post script, by position, for the
+    checks that ask what comes after a command: each answer comes from an index built once per stage (when first
+    asked), not from reading the later commands again, so the checks stay linear in the number of commands."""
+
+    def __init__(self, pairs: Sequence[tuple[Command, str | None]], lines: Sequence[int | None] = ()):
+        self.pairs = pairs              # each command with the directory it runs in
+        self.lines = lines              # the line of the RUN each position belongs to (a Dockerfile)
+
+    @functools.cached_property
+    def removals(self) -> shell.Removals:
+        return shell.Removals(self.pairs)
+
+    def _last(self, test: Callable[[Command], bool]) -> int:
+        return max((k for k, (c, _) in enumerate(self.pairs) if test(c)), default=-1)
+
+    @functools.cached_property
+    def last_verify(self) -> int:
+        return self._last(shell.verifies)
+
+    @functools.cached_property
+    def last_clean(self) -> dict[str, int]:
+        return {m.name: self._last(lambda c, m=m: shell.is_clean(c, m)) for m in shell.MANAGERS}
+
+    @functools.cached_property
+    def last_checkout(self) -> dict[str | None, int]:
+        """The last `git checkout/reset/switch COMMIT` in each repository folder (None: unknown folder)."""
+        out: dict[str | None, int] = {}
+        for k, (d, cwd) in enumerate(self.pairs):
+            if d.program == "git" and any(w in ("checkout", "reset", "switch") for w in d.words[1:5]) \
+                    and any(_COMMIT.fullmatch(w) or "$" in w or "__SUB__" in w for w in d.words[2:]):
+                out[_git_dir(d, cwd)] = k
+        return out
+
+    @functools.cached_property
+    def last_any_checkout(self) -> int:
+        return max(self.last_checkout.values(), default=-1)
+
+    def checked_out_after(self, where: str | None, position: int) -> bool:
+        """Whether a commit is checked out after `position` in folder `where` (None: in any folder)."""
+        if where is None:
+            return self.last_any_checkout > position
+        return max(self.last_checkout.get(None, -1), self.last_checkout.get(where, -1)) > position
+
+
 @dataclass(frozen=True, eq=False)
 class Step:
     """Shell run in one build step: a Dockerfile instruction, or a definition stage's %post script."""
 
     pairs: tuple[tuple[Command, str | None], ...]   # each command with the directory it runs in (None: unknown)
     line: int | None = None                         # a Dockerfile instruction's first line; None in a script
-    later: tuple[Step, ...] = ()                    # the later steps of the stage (Dockerfile)
+    later: Later | None = None                      # its stage's commands (Dockerfile), or None: its own
+    start: int = 0                                  # the position of its first command there
     add: str | None = None                          # the URL of an `ADD URL` without --checksum
     inner: tuple[Command, ...] = ()                 # the commands inside its command substitutions
+
+    def __post_init__(self) -> None:
+        if self.later is None:
+            object.__setattr__(self, "later", Later(self.pairs))
 
     @property
     def commands(self) -> list[Command]:
@@ -167,10 +218,10 @@ PIPE_TO_SHELL = Rule(
 def _download_in_layer(step: Step) -> Iterator[Hit]:
     for k, (c, cwd) in enumerate(step.pairs):
         path = shell.downloaded(c, cwd)
-        if not path or shell.deleted(path, step.pairs[k + 1:]):
+        at = step.later.removals.first_after(path, step.start + k) if path else None
+        if not path or at is not None and at < step.start + len(step.pairs):
             continue
-        later = next((s for s in step.later if shell.deleted(path, s.pairs)), None)
-        where = f"deleted only by the RUN on line {later.line}" if later else "never deleted"
+        where = f"deleted only by the RUN on line {step.later.lines[at]}" if at is not None else "never deleted"
         yield c.line, f"{path} is downloaded here and {where}: it stays in this layer", c.ignore
 
 
@@ -198,11 +249,10 @@ ROOT_USER = Rule(
 
 def _unverified(step: Step) -> Iterator[Hit]:
     commands = step.commands
-    piped = [f for chain in shell.pipelines(commands).values() if (f := shell.is_pipe_to_shell(chain))]
+    piped = {id(f) for chain in shell.pipelines(commands).values() if (f := shell.is_pipe_to_shell(chain))}
     for k, c in enumerate(commands):
         url = shell.fetched_url(c)
-        if url and c not in piped and not any(shell.verifies(d) for d in commands[k + 1:]) \
-                and not any(shell.verifies(d) for later in step.later for d in later.commands):
+        if url and id(c) not in piped and step.later.last_verify <= step.start + k:
             yield c.line, f"{url} is downloaded without a checksum or signature check", c.ignore
     if step.add:
         yield step.line, f"`ADD {step.add}` without --checksum=sha256:...", frozenset()
@@ -237,10 +287,11 @@ def _toolchain_left(image: Image) -> Iterator[Hit]:
     commands = image.single
     if not any(shell.builds(c) for c in commands):
         return
+    last_uninstall = max((k for k, c in enumerate(commands) if shell.uninstalls(c)), default=-1)
     for k, c in enumerate(commands):
         inst = shell.install(c)
         tools = shell.toolchain(inst) if inst else []
-        if tools and not any(shell.uninstalls(d) for d in commands[k + 1:]):
+        if tools and last_uninstall <= k:
             yield (c.line, f"build toolchain ({' '.join(tools[:4])}{' ...' if len(tools) > 4 else ''}) stays in the "
                            f"final image of a single-stage recipe that compiles", c.ignore)
             return
@@ -403,17 +454,13 @@ def _git_dir(d: Command, cwd: str | None) -> str | None:
 
 def _unpinned_clone(step: Step) -> Iterator[Hit]:
     """`git clone` of a branch (the default one, or `-b main`) with no commit checked out in it afterwards."""
-    pairs = [p for s in (step, *step.later) for p in s.pairs]
     for k, (c, cwd) in enumerate(step.pairs):
         if c.program != "git" or "clone" not in c.words[1:3]:
             continue
         branch = shell.option_value(c.words, "-b", "--branch")
         if branch and (_VERSION_TAG.fullmatch(branch) or "$" in branch or "__SUB__" in branch):
             continue
-        where = _clone_dir(c, cwd)
-        if any(d.program == "git" and any(w in ("checkout", "reset", "switch") for w in d.words[1:5])
-               and any(_COMMIT.fullmatch(w) or "$" in w or "__SUB__" in w for w in d.words[2:])
-               and (where is None or _git_dir(d, dcwd) in (None, where)) for d, dcwd in pairs[k + 1:]):
+        if step.later.checked_out_after(_clone_dir(c, cwd), step.start + k):
             continue
         yield (c.line, f"`git clone` of {'branch ' + branch if branch else 'the default branch'} with no commit "
                        "checked out: the image changes when the branch moves", c.ignore)

@@ -8,6 +8,7 @@ recognise `apt-get install ...`, `pip install ...`, `wget ... | sh` and `rm -rf 
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import functools
 import posixpath
@@ -41,7 +42,7 @@ class Command:
     op: str                   # operator after it: &&, ||, ;, &, | or "" (end of line)
     ignore: frozenset[str]    # rule ids silenced by a `# gen-recipe: ignore=` pragma
 
-    @property
+    @functools.cached_property
     def program(self) -> str:
         return posixpath.basename(self.words[0]) if self.words else ""
 
@@ -406,10 +407,12 @@ def runs_stdin(c: Command) -> bool:
 
 def is_pipe_to_shell(chain: Sequence[Command]) -> Command | None:
     """The downloading command of `curl|wget ... | sh` (or `| python3 -`, `| perl`), if the pipeline is one."""
-    for k, c in enumerate(chain):
-        if c.program in ("curl", "wget") and any(runs_stdin(d) for d in chain[k + 1:]):
-            return c
-    return None
+    found, reader = None, False
+    for c in reversed(chain):                       # (one pass: a pipeline may be long)
+        if c.program in ("curl", "wget") and reader:
+            found = c
+        reader = reader or runs_stdin(c)
+    return found
 
 
 def option_value(words: Sequence[str], short: str, long: str) -> str | None:
@@ -450,11 +453,14 @@ def download(c: Command) -> str | None:
     return out
 
 
+LONGEST_PATH = 1024     # a folder path longer than this is unknown: chained `cd x`/`WORKDIR x` would grow without end
+
+
 def absolute(path: str, cwd: str | None) -> str | None:
-    """`path` made absolute against `cwd` (None: unknown), normalised."""
+    """`path` made absolute against `cwd` (None: unknown, or longer than LONGEST_PATH), normalised."""
     if path.startswith("/"):
-        return posixpath.normpath(path)
-    return posixpath.normpath(posixpath.join(cwd, path)) if cwd else None
+        return posixpath.normpath(path) if len(path) <= LONGEST_PATH else None
+    return posixpath.normpath(posixpath.join(cwd, path)) if cwd and len(cwd) + 1 + len(path) <= LONGEST_PATH else None
 
 
 def _literal(word: str) -> bool:
@@ -481,24 +487,75 @@ def downloaded(c: Command, cwd: str | None) -> str | None:
     return (absolute(path, cwd) or path) if path else None
 
 
+def _target(word: str, cwd: str | None) -> str:
+    """An `rm` argument as `removes` compares it: absolute where the directory is known, no trailing slash."""
+    return (absolute(word, cwd) or word).rstrip("/") or "/"
+
+
+def _deletes(target: str, path: str) -> bool:
+    """Whether deleting `target` (see _target) deletes `path`: exactly, by a glob, or with a parent directory;
+    paths whose directory is unknown are compared by name."""
+    if target == path or fnmatch.fnmatchcase(path, target) or path.startswith(target + "/"):
+        return True
+    if not path.startswith("/") or not target.startswith("/"):
+        name = posixpath.basename(target)
+        return name == posixpath.basename(path) or fnmatch.fnmatchcase(posixpath.basename(path), name)
+    return False
+
+
 def removes(c: Command, path: str, cwd: str | None = None) -> bool:
     """Whether `rm` command `c`, run in `cwd`, deletes `path` (exactly, by a glob, or with a parent
     directory). Paths whose directory is unknown are compared by name."""
-    if c.program != "rm":
-        return False
-    base = posixpath.basename(path)
-    for target in (w for w in c.words[1:] if not w.startswith("-")):
-        target = (absolute(target, cwd) or target).rstrip("/") or "/"
-        if target == path or fnmatch.fnmatchcase(path, target) or path.startswith(target + "/"):
-            return True
-        if not path.startswith("/") or not target.startswith("/"):
-            if posixpath.basename(target) == base or fnmatch.fnmatchcase(base, posixpath.basename(target)):
-                return True
-    return False
+    return c.program == "rm" and any(_deletes(_target(w, cwd), path) for w in c.words[1:] if not w.startswith("-"))
 
 
 def deleted(path: str, pairs: Iterable[tuple[Command, str | None]]) -> bool:
     return any(removes(c, path, cwd) for c, cwd in pairs)
+
+
+_GLOB = re.compile(r"[*?[]")
+
+
+class Removals:
+    """The `rm` commands of a script (or of a Dockerfile stage's RUNs, in order), indexed by what they delete: the
+    first one after a position that deletes a path (as `removes` says) is found by walking the path's folders down a
+    tree of the targets and looking its name up, not by asking every later `rm` again. (A target without *, ? or [
+    deletes exactly itself and what is below it, or, where one side's folder is unknown, what has its name; globs
+    are asked, once per path.)"""
+
+    def __init__(self, pairs: Sequence[tuple[Command, str | None]]):
+        self.tree: dict = {}                                # folder name → subtree; None → positions of targets there
+        self.names: dict[tuple[bool, str], list[int]] = {}  # (absolute target?, its name) → positions
+        self.globs: dict[str, list[int]] = {}
+        self._globbed: dict[str, list[list[int]]] = {}
+        for k, (c, cwd) in enumerate(pairs):
+            for w in (c.words[1:] if c.program == "rm" else ()):
+                if w.startswith("-"):
+                    continue
+                t = _target(w, cwd)
+                if _GLOB.search(t):
+                    self.globs.setdefault(t, []).append(k)
+                    continue
+                node = self.tree
+                for part in t.split("/"):
+                    node = node.setdefault(part, {})
+                node.setdefault(None, []).append(k)
+                self.names.setdefault((t.startswith("/"), posixpath.basename(t)), []).append(k)
+
+    def first_after(self, path: str, position: int) -> int | None:
+        """The first position after `position` whose `rm` deletes `path`, or None."""
+        found, node = [], self.tree
+        for part in path.split("/"):                        # the path itself and the folders above it
+            node = node.get(part)
+            if node is None:
+                break
+            found.append(node.get(None, []))
+        name = posixpath.basename(path)
+        found += [self.names.get((False, name), []), self.names.get((True, name), []) if not path.startswith("/") else []]
+        if path not in self._globbed:
+            self._globbed[path] = [ks for t, ks in self.globs.items() if _deletes(t, path)]
+        after = [ks[i] for ks in found + self._globbed[path] if (i := bisect.bisect_right(ks, position)) < len(ks)]
+        return min(after, default=None)
 
 
 # ---------------------------------------------------------------------------------------------

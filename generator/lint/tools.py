@@ -8,6 +8,7 @@ processes run side by side, and results are cached by content hash.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import hashlib
 import json
@@ -85,12 +86,34 @@ def children_killed(pool: ThreadPoolExecutor) -> Iterator[None]:
             _CLOSING.clear()
 
 
+def _libc_prctl():
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl        # Linux
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL, PR_SET_PDEATHSIG = _libc_prctl(), 1
+
+
+def _dies_with(parent: int):
+    """preexec_fn of a linter: the kernel sends it SIGKILL when the thread that started it ends, however the tool
+    ends (SIGKILL included, which no finally block sees); a tool already gone by then ends it at once."""
+    def setup() -> None:
+        if _PRCTL is not None:
+            _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+    return setup
+
+
 def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess | None:
-    """Run a linter in its own process group; None when it did not finish within `timeout` seconds (it is
-    killed, with its group). A process killed from outside (children_killed) is a LintError."""
+    """Run a linter in its own process group, with a parent-death signal; None when it did not finish within
+    `timeout` seconds (it is killed, with its group). A process killed from outside (children_killed) is a
+    LintError."""
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+                                text=True, start_new_session=True, preexec_fn=_dies_with(os.getpid()))
     except OSError as exc:
         raise LintError(f"lint: cannot run {argv[0]}: {exc.strerror or exc}") from None
     with _CHILDREN_LOCK:

@@ -4,7 +4,11 @@ copies in a temporary folder. Every case ends with exit 0, 1 or 2 (2: one line o
 with no raw escape code on stdout or stderr, no payload run and nothing outside the folder written (a sentinel
 folder beside it, which links point into, is hashed before and after). hadolint and ShellCheck are replaced by
 a stub in most cases (our own parsing, checks, fixes and output are what is fuzzed); one case in 40 runs them
-for real, with a 3 s budget. 300 cases here, 20,000 with --fuzz-long (README, Hostile input)."""
+for real, with a 3 s budget. 300 cases here, 20,000 with --fuzz-long (README, Hostile input).
+
+A second fuzzer (test_hostile_build_arguments) writes definitions whose %arguments values name themselves and
+one another: the build-argument templating stays bounded (8 MiB) or refuses in one line, never a traceback.
+150 cases here, 20,000 with --fuzz-long."""
 
 from __future__ import annotations
 
@@ -19,11 +23,12 @@ import time
 from pathlib import Path
 from unittest import mock
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from generator.cli import main as cli
-from generator.lint import tools
+from generator.lint import definition, shell, tools
+from generator.lint.model import MAX_INPUT, LintError, Target
 
 from .helpers import CORPUS
 
@@ -165,3 +170,86 @@ def test_hostile_lint_inputs(case, tmp_path):
     assert not MARKER.exists()
     assert tree_hash(sentinel) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sentinel", "work"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Build arguments: %arguments values that name themselves and one another
+# ---------------------------------------------------------------------------------------------
+
+TEMPLATING_CASES = 20_000 if "--fuzz-long" in sys.argv else 150
+ARG_NAMES = ["A", "B", "X", "lib_2", "N" * 300, "é"]         # é: no build argument to Apptainer (its \w is ASCII)
+REFERENCES = ["{{ %s }}", "{{%s}}", "{{\t%s  }}", "{{ {{ %s }} }}", "# {{ %s }}", "{{ %s }", "#!{{ %s }}"]
+ERROR = re.compile(r"lint: x\.def:\d+: \{\{ [\w.é]+ \}\}[: ][^\n]*")
+
+
+@st.composite
+def templated(draw) -> tuple[str, list[str], bool]:
+    """A definition of one or two stages whose %arguments values name themselves and one another (directly, in
+    cycles, nested, spaced, commented, unknown names), some repeated thousands of times or huge, used in From:,
+    %post and %files; --build-arg values like them; whether to run it through `gen-recipe lint` with the real tools."""
+    def value() -> str:
+        pieces = []
+        for _ in range(draw(st.integers(0, 5))):
+            kind = draw(st.sampled_from([0, 1, 1, 2, 2, 3, 4]))
+            name = draw(st.sampled_from([*ARG_NAMES, "UNKNOWN"]))
+            if kind == 0:
+                pieces.append(draw(st.text(alphabet="ab/-_.:$ ={}#", max_size=12)))
+            elif kind == 1:
+                pieces.append(draw(st.sampled_from(REFERENCES)) % name)
+            elif kind == 2:                                 # a blow-up: one reference, many times
+                pieces.append(draw(st.sampled_from(REFERENCES)) % name * draw(st.integers(1, 5000)))
+            elif kind == 3:                                 # a huge default
+                pieces.append("x" * draw(st.integers(0, 60_000)))
+            else:
+                pieces.append(draw(st.sampled_from(["{{", "}}", "{{ }}", "{{ 1x }}", "{{{ A }}}", "\\"])))
+        return "".join(pieces)
+
+    def stage() -> str:
+        names = draw(st.lists(st.sampled_from(ARG_NAMES), max_size=5))
+        return ("Bootstrap: docker\nFrom: debian:{{ X }}\n%arguments\n" + "".join(f"    {n}={value()}\n" for n in names)
+                + "%post\n" + "".join(f"    echo {value()}\n" for _ in range(draw(st.integers(0, 3))))
+                + "%files\n    {{ A }} /opt\n")
+
+    text = stage() + (stage() if draw(st.booleans()) else "")
+    given = [f"{draw(st.sampled_from(ARG_NAMES))}={value()}" for _ in range(draw(st.integers(0, 2)))]
+    return text, given, draw(st.integers(0, 39)) == 0
+
+
+def memory(field: str) -> int:
+    """VmRSS (now) or VmHWM (the peak since clear_refs was last written) of this process, in MiB."""
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(rf"^{field}:\s*(\d+) kB", status, re.M).group(1)) >> 10
+
+
+@settings(max_examples=TEMPLATING_CASES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@given(case=templated())
+def test_hostile_build_arguments(case, tmp_path):
+    """Every case: the definition as Apptainer would build it is at most 8 MiB, or one line (file, line, argument)
+    says why not; no traceback; bounded time and memory (the case's peak resident memory, its parsing caches emptied
+    first, at most 512 MiB above what the process held before it). 150 cases here (through `gen-recipe lint` with
+    the real tools for one in 40), 20,000 with --fuzz-long."""
+    text, given, real_tools = case
+    shell._split.cache_clear()                       # what earlier cases left in them is not this case's memory
+    shell._tokens.cache_clear()
+    Path("/proc/self/clear_refs").write_text("5")    # the peak (VmHWM) starts again from now
+    before = memory("VmRSS")
+    start = time.monotonic()
+    target = Target().with_build_args(given)
+    try:
+        out, _ = definition.templated(text, definition.parse(text), target.build_args, "x.def")
+        assert len(out) <= MAX_INPUT
+        definition.check(text, target, "x.def")
+        event("accepted")
+    except LintError as exc:                                      # before: 22.9 GB, or a MemoryError traceback
+        assert ERROR.fullmatch(str(exc)) and len(str(exc)) < 1000, str(exc)[:500]
+        event("refused: larger than 8 MiB" if "larger than" in str(exc) else "refused: names itself")
+    if real_tools:
+        path = tmp_path / "x.def"
+        path.write_text(text, encoding="utf-8")
+        with mock.patch.dict(os.environ, {tools.TIMEOUT_ENV: "3"}):
+            code, _, err, _ = run("lint", *(f"--build-arg={g}" for g in given), str(path))
+        assert code in (0, 1, 2) and (code != 2 or err.count("\n") == 1), (code, err[:500])
+        assert not RAW.search(err), err[:300]
+    assert time.monotonic() - start < SLOW
+    assert memory("VmHWM") - before < 512, (memory("VmHWM"), before)
