@@ -98,7 +98,7 @@ def bare_python(site: Site, recipe, cache: Path = Path("build") / "bare", *,
         raise StepFailed(f"recipe {recipe} has no Python environment (python(site) gives None): the suite has no "
                          "bare twin to make; give the recipe a python(site) (generator.api)")
     dest = twin_dir(site, r, spec, cache)
-    if (dest / ".complete").is_file():
+    if complete(dest, spec):
         return str(dest / "bin" / "python")
     stack = _stack_recipe(site, spec)
     if stack and stack_twin(site, spec, cache) is None:      # the stack's twin first: this one starts from it
@@ -114,6 +114,14 @@ def twin_dir(site: Site, r, spec, cache: Path) -> Path:
     return (cache / f"{r.name}-{_twin_key(site, spec)}").absolute()
 
 
+def complete(twin: Path, spec) -> bool:
+    """Whether `twin` was made to the end and holds `spec` (its `.complete`, written last, says what it holds)."""
+    try:
+        return (twin / ".complete").read_text() == repr(spec) + "\n"
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def _twin_key(site: Site, spec) -> str:
     same = (repr(spec), str(Path(sys.executable).resolve()), site.mpi.flavour, site.mpi.version, site.mpi.install_path)
     return hashlib.sha256(repr(same).encode()).hexdigest()[:12]
@@ -125,9 +133,9 @@ def stack_twin(site: Site, spec, cache: Path) -> Path | None:
     if not (spec.app or spec.app_wheels):
         return None
     stack = dataclasses.replace(spec, app=(), app_wheels=())
-    suffix, holds = f"-{_twin_key(site, stack)}", repr(stack) + "\n"
+    suffix = f"-{_twin_key(site, stack)}"
     found = [d for d in sorted(cache.absolute().iterdir()) if d.name.endswith(suffix) and not d.name.startswith(".")
-             and (d / ".complete").is_file() and (d / ".complete").read_text() == holds] if cache.is_dir() else []
+             and complete(d, stack)] if cache.is_dir() else []
     return found[0] if found else None
 
 
@@ -142,9 +150,10 @@ def _stack_recipe(site: Site, spec) -> str:
 def copy_twin(src: Path, dest: Path) -> None:
     """`src`'s twin as `dest`, its files hard links (pip never writes a file in place: what it installs or removes
     later in `dest` leaves `src` as it was); the files that name the twin's own folder (pyvenv.cfg, bin/'s scripts
-    and activate files) written anew with `dest` in it, never through the shared inode; no `.complete`."""
-    subprocess.run(["cp", "-al", str(src), str(dest)], check=True, capture_output=True)
-    (dest / ".complete").unlink()
+    and activate files) written anew with `dest` in it, never through the shared inode. `.complete` is not copied:
+    an interrupted copy is never taken for a twin. OSError when a file cannot be linked (another file system, or
+    links to files of others refused: fs.protected_hardlinks)."""
+    shutil.copytree(src, dest, symlinks=True, copy_function=os.link, ignore=shutil.ignore_patterns(".complete"))
     old, new = str(src).encode(), str(dest).encode()
     for path in [dest / "pyvenv.cfg", *sorted((dest / "bin").iterdir())]:
         if path.is_symlink() or not path.is_file():
@@ -159,7 +168,7 @@ def copy_twin(src: Path, dest: Path) -> None:
 
 def _make_twin(site: Site, r, spec, dest: Path, cache: Path, progress) -> str:
     recipe, python = r.name, dest / "bin" / "python"
-    if (dest / ".complete").is_file():
+    if complete(dest, spec):
         return str(python)
     if dest.exists():                                   # a twin left half-made by an interrupted session
         shutil.rmtree(dest)
@@ -173,8 +182,12 @@ def _make_twin(site: Site, r, spec, dest: Path, cache: Path, progress) -> str:
     stack = stack_twin(site, spec, cache)
     if stack is not None:             # the image's own layers: the stack's, then the app's packages on them
         progress(f"the bare twin {dest.name} starts as hard links to {stack.name}, which holds all but the app's packages")
-        copy_twin(stack, dest)
-        return _finish_twin(r, spec, dest, cache, pip, what, log, progress)
+        try:
+            copy_twin(stack, dest)
+            return _finish_twin(r, spec, dest, cache, pip, what, log, progress)
+        except (OSError, shutil.Error) as exc:          # links refused: made from scratch instead
+            progress(f"linking {stack.name} into {dest.name} failed ({exc.__class__.__name__}); making it from scratch")
+            shutil.rmtree(dest, ignore_errors=True)
     _step([str(base), "-m", "venv", *(["--system-site-packages"] if spec.system_site_packages else []), str(dest)],
           what + ": python -m venv", log, "check that python3-venv is installed")
     try:

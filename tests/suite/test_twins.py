@@ -38,6 +38,7 @@ def test_the_llm_twin_starts_from_the_pytorch_twin(tmp_path):
     dest = harness.twin_dir(local, catalog.load("llm"), llm, tmp_path)
     harness.copy_twin(src, dest)
     assert not (dest / ".complete").exists() and (src / ".complete").is_file()    # complete only once pip ran
+    assert harness.complete(src, stack) and not harness.complete(dest, llm) and not harness.complete(src, llm)
     pkg = next((dest / "lib").glob("python3*")) / "site-packages" / "stackpkg.py"
     assert pkg.stat().st_ino == next((src / "lib").glob("python3*")).joinpath("site-packages", "stackpkg.py").stat().st_ino
     for name in ("tool", "activate"):                 # what names the folder: written anew, the stack's untouched
@@ -48,3 +49,15 @@ def test_the_llm_twin_starts_from_the_pytorch_twin(tmp_path):
     ran = subprocess.run([str(dest / "bin" / "python"), "-c", "import sys, stackpkg; print(sys.prefix)"],
                          capture_output=True, text=True, check=True)
     assert ran.stdout.strip() == str(dest)
+
+
+def test_a_twin_is_complete_only_when_it_says_it_holds_its_spec(tmp_path):
+    """`.complete` is written last and says what the twin holds: a half-made twin (none), one holding another spec
+    (a stack's marker copied along) or an unreadable marker is not a twin to reuse."""
+    llm = catalog.load("llm").python(site_mod.load("local"))
+    stack = dataclasses.replace(llm, app=(), app_wheels=())
+    assert not harness.complete(tmp_path, llm)
+    (tmp_path / ".complete").write_text(repr(stack) + "\n")
+    assert not harness.complete(tmp_path, llm) and harness.complete(tmp_path, stack)
+    (tmp_path / ".complete").write_bytes(b"\xff\xfe")
+    assert not harness.complete(tmp_path, stack)
