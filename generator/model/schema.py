@@ -196,13 +196,13 @@ class Loader:
             if isinstance(raw, bool) or not isinstance(raw, int):
                 self.fail(key, f"expected an integer, got {describe(raw)}", "write a whole number without quotes")
             if not 0 <= raw <= MAX_INT:
-                self.fail(key, f"expected an integer from 0 to {MAX_INT}, got {raw}")
+                self.fail(key, f"expected an integer from 0 to {MAX_INT}, got {shown(raw)}")
             return raw
         if tp is float:
             if isinstance(raw, bool) or not isinstance(raw, (int, float)):
                 self.fail(key, f"expected a number, got {describe(raw)}", "write a number without quotes")
-            if not math.isfinite(raw) or abs(raw) > MAX_INT:
-                self.fail(key, f"expected a finite number, got {raw}", "write e.g. 0.05")
+            if abs(raw) > MAX_INT or not math.isfinite(raw):         # the size first: 10**400 has no float
+                self.fail(key, f"expected a finite number of at most {MAX_INT}, got {shown(raw)}", "write e.g. 0.05")
             return float(raw)
         if tp is str:
             if not isinstance(raw, str):
@@ -265,6 +265,9 @@ def read_toml(text: str, path: str, what: str = "site file") -> dict:
         where = f"line {m.group(1)}, column {m.group(2)}" if m else "syntax"
         raise SiteError(path, where, "invalid TOML: " + re.sub(r"\s*\(at .*\)$", "", msg),
                         "fix the TOML syntax") from None
+    except ValueError:                 # an integer past Python's 4,300 digits (int() refuses it)
+        raise SiteError(path, "", "invalid TOML: a number of thousands of digits", f"a {what} holds numbers of a few "
+                        "digits") from None
 
 
 def read_file(path: Path, what: str = "site file") -> str:

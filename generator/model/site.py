@@ -372,8 +372,8 @@ class Tolerance:
     @classmethod
     def from_array(cls, raw: list, key: str, fail) -> Tolerance:
         """The array form `[reference, lower, upper, unit]` of a site file's [tolerances]."""
-        if len(raw) != 4 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                                    and abs(x) <= 100 for x in raw[:3]) \
+        if len(raw) != 4 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) <= 100
+                                    and math.isfinite(x) for x in raw[:3]) \
                 or not isinstance(raw[3], str) or not KINDS["word"][0].fullmatch(raw[3]):
             fail(key, "expected [reference, lower, upper, unit] with finite numbers",
                  'write e.g. [1.0, -0.05, 0.10, "ratio"]')

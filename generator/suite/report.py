@@ -147,7 +147,7 @@ def markdown(table: list[Result]) -> str:
 
 def _share(value) -> str:
     """A wait or steal share from a record (untrusted: anything but a number in [0, 1] reads as unknown)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 <= value <= 1
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1 and math.isfinite(value)
     return f"{value:.1%}" if ok else "-"
 
 

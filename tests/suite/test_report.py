@@ -223,3 +223,8 @@ def test_the_machine_table_shows_each_sides_context_and_waits(tmp_path):
     r = run_cli("report", str(src), "--out", str(tmp_path / "out"), "--no-plots")
     assert r.code == 0, r.err
     assert "## The machine during each comparison" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_wait_share_past_floats_range_reads_as_unknown():
+    """The machine table's shares come from the results file (untrusted): 10**400 is "-", not an OverflowError."""
+    assert report._share(10 ** 400) == "-" and report._share(0.25) == "25.0%" and report._share(float("nan")) == "-"
