@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -58,10 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def count(least: int):
     """An argparse type: a whole number from `least` to 100000."""
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{ascii(text)[:40]} is not a whole number") from None
+        if not re.fullmatch(r"[0-9]{1,7}", text.strip()):       # ASCII digits; a longer one is out of range anyway
+            what = "is out of range" if re.fullmatch(r"[-+]?[0-9]+", text.strip()) else "is not a whole number"
+            said = shown(text)
+            raise argparse.ArgumentTypeError(f"{said if len(said) <= 40 else said[:37] + '...'} {what} (give {least} to 100000)")
+        value = int(text)
         if not least <= value <= 100_000:
             raise argparse.ArgumentTypeError(f"{value} is out of range (give {least} to 100000)")
         return value

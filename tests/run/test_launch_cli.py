@@ -234,3 +234,13 @@ def test_out_refuses_a_symlink_without_advising_a_flag_launch_lacks(capsys, tmp_
     rc, out, err = run_cli(capsys, "--site", "local", "--out", str(tmp_path / "job.sh"))
     assert rc == 2 and out == "" and f"is a symbolic link: not replaced (name its target {target} instead, or remove the link)" in err
     assert "--follow-symlinks" not in err and target.read_text() == "keep\n"
+
+
+@pytest.mark.parametrize("value,said", [
+    ("1" + "0" * 5000, "1" + "0" * 36 + "... is out of range"),        # past int()'s 4,300 digits: no ValueError
+    ("1" + "0" * 400, "1" + "0" * 36 + "... is out of range"),
+    ("-1", "-1 is out of range"), ("1_000", "1_000 is not a whole number"), ("\x1b[2J", "\\x1b[2J is not a whole number"),
+])
+def test_a_count_past_its_range_is_one_short_line(capsys, value, said):
+    rc, out, err = run_cli(capsys, "--site", "frontier", "--account", "abc123", "--nodes", value)
+    assert rc == 2 and out == "" and f"--nodes: {said} (give 1 to 100000)" in err and len(err) < 300, err
