@@ -17,7 +17,9 @@ from generator.certify.statement import DIGEST
 from generator.errors import UsageError
 from generator.suite.result import Result
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2       # 2: the verdict rule of RULE (1: pass needed the whole interval inside allowed)
+RULE = ("pass: the interval's low end >= allowed[0] and the ratio <= allowed[1]; fail: the interval wholly outside "
+        "allowed; else inconclusive")
 
 
 def fingerprint(environment) -> str | None:
@@ -56,7 +58,7 @@ def entry(r: Result, where: str = "RESULTS") -> dict:
         "execution": "compiled" if r.extra.get("compiled") is True or r.metric == "throughput-compiled" else "eager",
         "metric": r.metric, "ratio": r.ratio, "interval": [r.low, r.high], "confidence": 0.95, "pairs": r.pairs,
         "tolerance": ({"reference": tol[0], "lower": tol[1], "upper": tol[2], "unit": tol[3],
-                       "allowed": [tol[0] + tol[1], tol[0] + tol[2]]} if tol else None),
+                       "allowed": [tol[0] + tol[1], tol[0] + tol[2]], "rule": RULE} if tol else None),
         "outcome": r.verdict, "message": r.message,
         "likeForLike": {"bare": fingerprint(env.get("bare")), "container": fingerprint(env.get("container")),
                         "environment": env.get("container") or None},

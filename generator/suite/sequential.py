@@ -20,9 +20,12 @@ near-bound cases by 36 pairs (`Design(spending="obrien-fleming")`).
 
 Each tail gets 2.5%, spent over the looks; the intervals are then 95% *repeated* confidence intervals
 (Jennison & Turnbull, "Interim analyses: the repeated confidence interval approach", 1989): all of
-them together cover the true ratio with ≥ 95% probability. Hence both wrong verdicts stay rare however
-many looks were taken: a ratio inside the tolerance fails only if an interval misses it on the far side
-(≤ 2.5%), a ratio outside passes only if an interval misses it on the near side (≤ 2.5%). Measured
+them together cover the true ratio with ≥ 95% probability. Hence the wrong verdicts on the slow side stay
+rare however many looks were taken: a ratio inside the tolerance fails only if an interval misses it on the
+far side (≤ 2.5%), a ratio slower than allowed passes only if an interval misses it on the near side
+(≤ 2.5%). The faster bound is a plausibility check on the estimate, not on the interval (`stats.outcome`):
+it has no such error control — a container exactly on it passes most of the time (mnist 83% against the
+local bound of 1.5, resampled), and fails once the whole interval is beyond it. Measured
 by resampling recorded A/A data (tests/suite/test_sequential.py), on the bound itself: mnist 0.6% and
 1.5%, MPI latency with per-process medians 3.2% each way (its few skewed pairs strain the t
 approximation; a single look at 12 pairs gives 2.6-2.9%).
@@ -64,7 +67,7 @@ from functools import lru_cache
 from statistics import NormalDist
 
 from generator.model.site import Tolerance
-from generator.suite.stats import CONFIDENCE, Estimate, Pair, Process, Verdict, describe_interval, more_pairs, outcome, t_quantile
+from generator.suite.stats import CONFIDENCE, Estimate, Pair, Process, Verdict, describe_interval, fast_note, more_pairs, outcome, t_quantile
 
 SPENDING = ("obrien-fleming", "pocock")
 _N = NormalDist()
@@ -211,7 +214,7 @@ def look(name: str, pairs: Sequence[Pair], tol: Tolerance, design: Design = Desi
     result = outcome(est, tol)
     if result != "inconclusive":
         what = describe_interval(name, est, tol, sides, f"{n} pairs, decided at look {k}")
-        return Verdict(result, what, 0, n, k, est)
+        return Verdict(result, what + (fast_note(est, tol) if result == "pass" else ""), 0, n, k, est)
     if not last:
         what = describe_interval(name, est, tol, sides, f"{n} pairs, undecided at look {k}")
         return Verdict("continue", what, 0, n, k, est)

@@ -223,6 +223,13 @@ def outcome(est: Estimate, tol: Tolerance) -> str:
     return "inconclusive"
 
 
+def fast_note(est: Estimate, tol: Tolerance) -> str:
+    """What a pass whose interval reaches past the faster bound says of it ("" otherwise): `outcome` checks that
+    bound on the estimate, not on the interval."""
+    return ": its interval reaches past the faster bound, which is checked on the estimate only" \
+        if est.high > tol.reference + tol.upper else ""
+
+
 def more_pairs(est: Estimate, tol: Tolerance) -> int:
     """About how many more pairs would decide an interval that straddles a bound: its width on the log
     scale shrinks about as 1/sqrt(pairs). 0 when the estimate sits on the bound (nothing decides)."""
@@ -245,7 +252,7 @@ def verdict(name: str, est: Estimate, tol: Tolerance, *,
     what = describe_interval(name, est, tol, sides, f"{est.pairs}+{est.pairs} processes")
     result = outcome(est, tol)
     if result != "inconclusive":
-        return Verdict(result, what, 0, est.pairs, 0, est)
+        return Verdict(result, what + (fast_note(est, tol) if result == "pass" else ""), 0, est.pairs, 0, est)
     more = more_pairs(est, tol)
     if more == 0:
         return Verdict("inconclusive", what + ": the estimate sits on the tolerance, more pairs cannot decide", 0,

@@ -148,11 +148,13 @@ def test_the_verdict_predicate_has_each_comparison_of_the_image_and_both_fingerp
                                  image, DIGEST, "results.json")
     assert len(mine) == 2 and len(others) == 1
     p = verdict.predicate(mine, "results.json", "sha256:" + "d" * 64, "2026-11-27T11:00:00Z")
-    assert p["schemaVersion"] == 1 and len(p["verdicts"]) == 2
+    assert p["schemaVersion"] == 2 and len(p["verdicts"]) == 2
+    assert all(v["tolerance"]["rule"] == verdict.RULE for v in p["verdicts"])       # how outcome was decided
     e = p["verdicts"][0]
     assert e["likeForLike"]["bare"] == e["likeForLike"]["container"] == verdict.fingerprint({"torch": "2.13.0"})
     assert {(v["execution"], v["nodes"]) for v in p["verdicts"]} == {("eager", 1), ("compiled", 2)}
-    assert e["tolerance"] == {"reference": 1.0, "lower": -0.05, "upper": 0.1, "unit": "ratio", "allowed": [0.95, 1.1]}
+    assert e["tolerance"] == {"reference": 1.0, "lower": -0.05, "upper": 0.1, "unit": "ratio", "allowed": [0.95, 1.1],
+                              "rule": verdict.RULE}
     assert DIGEST in e["measuredDigests"]
     with pytest.raises(UsageError, match="no comparison of an image"):
         verdict.predicate([], "results.json", "sha256:" + "d" * 64, "x")
