@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                               + ", ".join(stale) + f" (regenerate: gen-recipe --site {site.name} --out {shown(args.out)}"
                               f"{follow})")
         if not args.quiet:
-            print(f"{len(texts)} files up to date under {shown(args.out / site.name)}")
+            print(f"{len(texts)} file{'' if len(texts) == 1 else 's'} up to date under {shown(args.out / site.name)}")
         return 0
     changed = {args.out / rel: text for rel, text in texts.items() if _current(args.out / rel) != text}
     files.write_set(changed, follow_symlinks=args.follow_symlinks, root=args.out)

@@ -280,7 +280,7 @@ def _gpu_memory(site: Site, mpi: ContainerMpi, plugin: str, libcxi: str, say) ->
         "recipes build it so; Spack's libfabric +cuda/+rocm)", ("gpu.stack", "fabric.provider"))
     if libcxi:
         say("libcxi GPU support", {"cuda": "--with-cuda", "rocm": "--with-rocm"}[gpu_memory],
-            "as the sites' own Slingshot container recipes build libcxi (CSCS's mpich-gpu Containerfile, "
+            "the sites' own Slingshot container recipes build libcxi so (CSCS's mpich-gpu Containerfile, "
             "the LUMI AI Factory's libfabric Containerfile)", ("gpu.stack", "software.libcxi"))
     # Spack's mpich takes +rocm from 4.1 on (+cuda from 3.4); here both from 4.1, whose yaksa is told the
     # GPU architecture (--with-cuda-sm / --with-hip-sm) instead of guessing it on a build machine without GPUs
