@@ -54,13 +54,16 @@ def defn(arguments: str, body: str = "%post\n    echo {{ X }}\n") -> str:
      "than 8 MiB once the build arguments are in place"),                          # 150 MB, no cycle
 ], ids=["self", "cycle", "large"])
 def test_templating_is_bounded_one_line_and_small(tmp_path, arguments, line, says):
+    plain = tmp_path / "plain.def"
+    plain.write_text(defn("    X=1\n"))
+    *_, baseline = bounded(["lint", str(plain)], tmp_path)          # the tool's own size here (about 200 MiB)
     path = tmp_path / "x.def"
     path.write_text(defn(arguments))
     code, out, err, peak = bounded(["lint", str(path)], tmp_path)
     # before: 22.9 GB and killed by the kernel; capped, a MemoryError traceback
     assert code == 2 and out == "" and err.count("\n") == 1, (code, err[-2000:])
     assert err.startswith(f"gen-recipe: lint: {path}:{line}: ") and says in err, err
-    assert peak < 200, peak
+    assert peak < baseline + 64, (peak, baseline)
 
 
 def test_templating_counts_every_use_and_keeps_one_level():
@@ -84,19 +87,21 @@ def test_build_args_are_the_builders_words_and_comments_cost_linear_time():
 
 
 def linear(post: Callable[[int], str], n: int) -> None:
-    """Templating a definition whose %post is post(10 * n) takes at most 12x as long as post(n) (on a busy machine
-    the large one is measured again, up to three times)."""
+    """Templating a definition whose %post is post(10 * n) takes at most 30x as long as post(n): a quadratic step takes
+    100x (on a busy machine the large one is measured again, up to three times; the small one counts as at least
+    5 ms, below which the timer and the caches decide: 1.5 ms against 28 ms, 19x, for a linear step beside a busy
+    loop)."""
     def took(size: int) -> float:
         text = defn("    X=1\n", "%post\n" + post(size))
         start = time.process_time()
         definition.templated(text, definition.parse(text))
         return time.process_time() - start
 
-    small = max(min(took(n) for _ in range(3)), 1e-3)          # (below a millisecond: timer noise)
+    small = max(min(took(n) for _ in range(3)), 5e-3)
     large = [took(10 * n)]
-    while len(large) < 3 and min(large) > 12 * small:
+    while len(large) < 3 and min(large) > 30 * small:
         large.append(took(10 * n))
-    assert min(large) <= 12 * small, (small, large)
+    assert min(large) <= 30 * small, (small, large)
 
 
 def test_build_args_after_a_comment_are_left_in_linear_time():
