@@ -11,6 +11,7 @@ are replaced every few pairs (`compare`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import filecmp
 import hashlib
 import json
@@ -24,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,21 +130,24 @@ def _twin_key(site: Site, spec) -> str:
 def stack_twin(site: Site, spec, cache: Path) -> Path | None:
     """A complete twin holding everything of `spec` but an application's own packages (`spec.app`, `app_wheels`):
     the twin of the stack the app's image is built on (llm's transformers on the pytorch twin), or None."""
-    if not (spec.app or spec.app_wheels):
+    stack = _stack_spec(spec)
+    if stack is None:
         return None
-    stack = dataclasses.replace(spec, app=(), app_wheels=())
     suffix = f"-{_twin_key(site, stack)}"
     found = [d for d in sorted(cache.absolute().iterdir()) if d.name.endswith(suffix) and not d.name.startswith(".")
              and complete(d, stack)] if cache.is_dir() else []
     return found[0] if found else None
 
 
+def _stack_spec(spec):
+    """`spec` without an application's own packages (the stack its image is built on), or None when it has none."""
+    return dataclasses.replace(spec, app=(), app_wheels=()) if spec.app or spec.app_wheels else None
+
+
 def _stack_recipe(site: Site, spec) -> str:
     """The built-in recipe whose Python environment is `spec` without its app packages (llm's: pytorch's), or ""."""
-    if not (spec.app or spec.app_wheels):
-        return ""
-    stack = dataclasses.replace(spec, app=(), app_wheels=())
-    return next((n for n in catalog.names() if catalog.load(n).python(site) == stack), "")
+    stack = _stack_spec(spec)
+    return "" if stack is None else next((n for n in catalog.names() if catalog.load(n).python(site) == stack), "")
 
 
 def copy_twin(src: Path, dest: Path) -> None:

@@ -20,8 +20,9 @@ def metric(w: AppWorkload, output: str) -> float | None:
                 value = json.loads(line).get(w.json_key)
             except (ValueError, AttributeError):
                 continue
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value) is not None:
-                return _finite(value)
+            number = _finite(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            if number is not None:
+                return number
         return None
     found = re.findall(w.regex, output)
     if not found:
