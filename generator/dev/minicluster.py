@@ -263,9 +263,12 @@ def start_argv(lay: Layout, daemon: str, accounting: bool = False) -> list[str]:
         # shape has modules, their folder at Lmod's system module path (a job's login environment finds them)
         modules = f' && mount --bind {shlex.quote(str(lay.modules))} {SYSTEM_MODULES}' if lay.modules.is_dir() \
             and SYSTEM_MODULES.is_dir() else ""
+        # and its job steps' PMIx server (slurmstepd) keeps job data in PMIx's hash store, not the shared-memory
+        # dstore: on this loaded machine the dstore's lock setup crashed Open MPI 4.1's ranks at random in MPI_Init
+        # (both ranks of one node, "Failing at address: (nil)"; Open MPI issue 7335, OpenPMIx issue 1114)
         return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
                 f'mount -t tmpfs -o mode=1777 shm-"$1" /dev/shm{modules} && shift && exec "$@"', "sh", daemon,
-                "slurmd", "-f", str(lay.conf), "-N", daemon.removeprefix("slurmd-")]
+                "env", "PMIX_MCA_gds=hash", "slurmd", "-f", str(lay.conf), "-N", daemon.removeprefix("slurmd-")]
     raise ValueError(daemon)
 
 

@@ -58,7 +58,7 @@ def test_start_commands():
     lay = minicluster.Layout(Path("/srv/mc"))
     slurmd = minicluster.start_argv(lay, "slurmd-n2")
     assert slurmd[:4] == ["unshare", "--mount", "--propagation", "private"]     # its own /dev/shm
-    assert slurmd[-5:] == ["slurmd", "-f", "/srv/mc/slurm.conf", "-N", "n2"]
+    assert slurmd[-7:] == ["env", "PMIX_MCA_gds=hash", "slurmd", "-f", "/srv/mc/slurm.conf", "-N", "n2"]   # PMIx: hash
     assert minicluster.start_argv(lay, "slurmctld")[:2] == ["slurmctld", "-c"]
     munged = minicluster.start_argv(lay, "munged")
     assert "--socket=/srv/mc/munge/munge.socket.2" in munged and "--key-file=/srv/mc/munge.key" in munged

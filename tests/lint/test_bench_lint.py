@@ -53,7 +53,7 @@ SHAPES = {      # (small, large: 10x, the text with n instructions, commands or 
     "definition apps": (500, 5_000, lambda n: "Bootstrap: docker\nFrom: debian:12\n" + "".join(
         f"%appinstall a{k}\n    {DOWNLOAD}\n%apprun a{k}\n    exec true\n" for k in range(n))),
 }
-LINEAR = 12         # 10x the input, at most 12x the time (quadratic: 100x)
+LINEAR = 30         # 10x the input, at most 30x the time: linear is 8-10x, quadratic 100x (12 failed when busy)
 
 
 def own_checks(text: str) -> None:
@@ -78,7 +78,7 @@ def cpu_seconds(text: str) -> float:
 
 @pytest.mark.benchmark(group="lint")
 def test_bench_lint_is_linear_in_instructions_and_stages(benchmark):
-    """Our own checks of 10x the instructions, commands, stages or apps take at most 12x as long, the two sizes measured
+    """Our own checks of 10x the instructions, commands, stages or apps take at most 30x as long, the two sizes measured
     side by side in this run (on a busy machine a pair is measured again, up to three times, until one is; quadratic
     code is 50-100x). Before: quadratic, 2,500 RUNs 2.3 s, 20,000 85 s; 500 chained stages a RecursionError."""
     texts = {shape: (make(small), make(large)) for shape, (small, large, make) in SHAPES.items()}
