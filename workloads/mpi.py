@@ -292,7 +292,7 @@ def run(argv):
     same_node = world > 1 and group[0] == group[1]
     startup = None
     latency, bandwidth, allred = None, None, {}
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), common.waited_s()
     if world > 1:
         latency, bandwidth = {}, {}
         for size in sizes:
@@ -307,7 +307,10 @@ def run(argv):
             allred[str(size)] = allreduce(MPI, comm, size, args.steps, args.warmup) * 1e6
             if startup is None:
                 startup = time.time() - common.PROCESS_START
-    measured = time.perf_counter() - t_start
+    measured, cpu_end = time.perf_counter() - t_start, common.waited_s()
+    # (seconds on a CPU, seconds waiting for one) of each rank's measuring thread: the suite's fitness check
+    cpu = comm.gather(None if cpu_start is None or cpu_end is None else
+                      (cpu_end[0] - cpu_start[0], cpu_end[1] - cpu_start[1]), root=0)
     evidence = comm.gather(local_evidence(), root=0)
     if rank != 0:
         return
@@ -335,6 +338,8 @@ def run(argv):
     record.update({
         "unit": "us", "higher_is_better": False, "startup_s": startup,
         "wall_s": time.time() - common.PROCESS_START, "measured_s": measured,
+        "ran_s": None if None in cpu else sum(c[0] for c in cpu),
+        "waited_s": None if None in cpu else sum(c[1] for c in cpu),
         "library_version": library,
         "mpi_library_paths": sorted({p for e in evidence for p in e["mpi_library_paths"]}),
         "pmi": sorted({e["pmi"] for e in evidence}), "mpi_vendor": f"{vendor[0]} {'.'.join(map(str, vendor[1]))}",

@@ -36,6 +36,7 @@ QUIET = 0.02        # a side that waited less than this share of its time had th
 BIAS_SHARE = 0.5    # the waits may move the ratio by at most this share of the allowed slowdown
 BUSY_FACTOR = 5     # a side may wait up to this many times the allowed slowdown of its time ...
 BUSY_CAP = 0.75     # ... but never more than this share (it ran a quarter of the time)
+POLLING_BUSY = 0.10  # ranks that busy-poll (MPI): both sides waited this share of their time, the machine was busy
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,15 @@ def busy_limit(tol: Tolerance) -> float:
     return min(BUSY_CAP, BUSY_FACTOR * allowed_slowdown(tol))
 
 
-def problem(load: Load, tol: Tolerance) -> str | None:
-    """Why the machine was unfit for this comparison, with the figures, or None."""
+def problem(load: Load, tol: Tolerance, polling: bool = False) -> str | None:
+    """Why the machine was unfit for this comparison, with the figures, or None. `polling`: the measured threads
+    busy-poll each other (MPI ranks): a rank off its CPU delays its peer by a scheduler time slice, so other work
+    on the CPUs decides the figure, whatever the tolerance."""
     limit = busy_limit(tol)
     known = [(name, s) for name, s in (("bare metal", load.bare), ("the container", load.container)) if s is not None]
+    if polling and len(known) == 2 and min(s for _, s in known) >= POLLING_BUSY:
+        return (f"both sides' ranks waited for a CPU (container {load.container:.0%}, bare metal {load.bare:.0%} of "
+                f"their time, at most {POLLING_BUSY:.0%}): ranks that poll each other need a CPU each")
     for name, s in known:
         if s > limit:
             return (f"{name} waited for a CPU {s:.0%} of its time (at most {limit:.0%} for a "
@@ -125,10 +131,10 @@ def describe_bias(bias: float) -> str:
     return f"{(1 - bias):.1%} slowdown" if bias <= 1 else f"{(bias - 1):.1%} speed-up"
 
 
-def judge(v: Verdict, load: Load, tol: Tolerance) -> Verdict:
+def judge(v: Verdict, load: Load, tol: Tolerance, polling: bool = False) -> Verdict:
     """`v` as it stands, or — when the machine was unfit (`problem`) — an `unfit` verdict that keeps the
     estimate and says what was measured and why it decides nothing."""
-    why = problem(load, tol)
+    why = problem(load, tol, polling)
     if why is None or v.outcome == "continue":
         return v
     return dataclasses.replace(v, outcome="unfit", message=f"{v.message}: UNFIT, no verdict: {why}; rerun on a quieter "

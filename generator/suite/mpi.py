@@ -15,8 +15,8 @@ import time
 import pytest
 
 from generator.run import launch, runtimes
-from generator.suite import harness, result, sequential
-from generator.suite.plugin import Note, need_runtime, run_options, tolerance
+from generator.suite import fitness, harness, result, sequential
+from generator.suite.plugin import Note, need_runtime, run_options, settle, tolerance
 from generator.suite.stats import Pair, Process
 
 RANKS = 2
@@ -180,10 +180,20 @@ def measure(sides: Sides, tols, runtime: str, rounds: int | None, budget_s: floa
             continue
         for key, sizes, metric, is_time in METRICS:
             if metric not in decided or decided[metric].outcome == "continue":
-                decided[metric] = sequential.look(f"{metric} ({runtime})", as_pairs(bare, cont, key, sizes, time=is_time),
-                                                  tols[metric], design, final=final)
+                v = sequential.look(f"{metric} ({runtime})", as_pairs(bare, cont, key, sizes, time=is_time),
+                                    tols[metric], design, final=final)
+                decided[metric] = fitness.judge(v, load(bare, cont), tols[metric], polling=True)
         if all(v.outcome != "continue" for v in decided.values()):
             return bare, cont, decided
+
+
+def load(bare: list[dict], cont: list[dict]) -> fitness.Load:
+    """What the machine took from the ranks' measuring threads (each launch's ranks summed: `waited_s`,
+    `ran_s`), per side over the launches so far: an MPI comparison needs both CPUs, and a neighbour on one of
+    them makes its rank wait (docs/measuring.md)."""
+    def side(records):
+        return fitness.share([r.get("waited_s") for r in records], [r.get("ran_s") for r in records])
+    return fitness.Load(side(bare), side(cont))
 
 
 def unlike(site, mode: str) -> str:
@@ -225,10 +235,12 @@ def measure_and_judge(benchmark, suite, site, sides: Paired, runtime: str, mode:
                                         "library_paths": cont[0].get("mpi_library_paths"),
                                         "bare_library_paths": bare[0].get("mpi_library_paths"),
                                         "pmi": cont[0].get("pmi"),
-                                        "network": cont[0].get("network")}))
+                                        "network": cont[0].get("network"),
+                                        "load": load(bare, cont).as_dict()}))
     result.record(benchmark, results)
-    failed = [v.message for v in decided.values() if v.outcome != "pass" and not why]
+    failed = [v.message for v in decided.values() if v.outcome not in ("pass", "unfit") and not why]
     assert not failed, "; ".join(failed)
+    settle(*decided.values())
 
 
 # "Generic": the image's own MPI kept off shared memory and its fabric, TCP only (Debian's MPICH: ch4 over UCX).

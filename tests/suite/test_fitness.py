@@ -100,3 +100,32 @@ def test_an_unfit_result_is_never_signed():
     rows = [Result(site="local", workload="mnist", runtime="podman", ratio=0.7, low=0.6, high=0.8, pairs=9,
                    verdict=outcome, extra={"image": "localhost/x:1"}) for outcome in ("pass", "unfit")]
     assert [r.verdict for r in measured(rows)] == ["pass"]
+
+
+def test_mpi_launches_that_waited_unequally_on_a_busy_machine_are_unfit():
+    """An MPI comparison: each launch reports its ranks' summed CPU and wait seconds; over the launches the
+    container's ranks waited 60% of their time and bare metal's 10%: alone worth a 56% slowdown, more than half
+    the 75% local allows for latency, so the verdict is unfit, not a fail."""
+    from generator.suite import mpi
+    bare = [{"ran_s": 0.9, "waited_s": 0.1}] * 8
+    cont = [{"ran_s": 0.4, "waited_s": 0.6}] * 8
+    load = mpi.load(bare, cont)
+    assert (round(load.bare, 2), round(load.container, 2)) == (0.1, 0.6)
+    latency = Tolerance(reference=1.0, lower=-0.75, upper=1.0, unit="ratio")
+    failed = Verdict("fail", "mpi_latency (podman): fail", 0, 8, 1, Estimate(ratio=0.2, low=0.15, high=0.25, pairs=8))
+    assert fitness.judge(failed, load, latency).outcome == "unfit"
+    assert fitness.judge(failed, mpi.load(bare, bare), latency).outcome == "fail"      # equal waits: it stands
+    assert mpi.load([{}] * 8, cont).bare is None                                       # an older workload: unknown
+
+
+def test_ranks_that_poll_each_other_on_a_busy_machine_are_unfit_even_when_their_waits_match():
+    """Beside a busy loop on one of two CPUs, both sides' ranks wait about a third of their time: the waits cancel in
+    the bias, yet a ping-pong whose peer is off its CPU measures the scheduler's time slice. MPI (polling) is unfit
+    there; a fork-server comparison with the same waits keeps its verdict; a quiet machine keeps both."""
+    latency = Tolerance(reference=1.0, lower=-0.75, upper=1.0, unit="ratio")
+    busy = fitness.Load(bare=0.31, container=0.34)
+    why = fitness.problem(busy, latency, polling=True)
+    assert why and "container 34%, bare metal 31%" in why and "a CPU each" in why
+    assert fitness.problem(busy, latency) is None
+    assert fitness.problem(fitness.Load(bare=0.01, container=0.03), latency, polling=True) is None
+    assert fitness.problem(fitness.Load(bare=0.0, container=0.4), latency, polling=True) is None   # the container's own

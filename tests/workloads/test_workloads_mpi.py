@@ -44,6 +44,8 @@ def test_mpi_two_ranks_shared_memory(wl, need_mpirun):
     assert rec["mpi_library_paths"] and all("/libmpi.so.40" in p for p in rec["mpi_library_paths"]), rec
     assert [r["mpi_library_paths"] for r in rec["evidence"]["per_rank"]] == [rec["mpi_library_paths"]] * 2
     assert rec["pmi"] == ["pmix"]
+    # both ranks' measuring threads: seconds on a CPU and waiting for one (the suite's fitness check)
+    assert rec["ran_s"] > 0 and rec["waited_s"] >= 0 and rec["ran_s"] <= 2 * rec["measured_s"] + 0.5
 
 
 def test_mpi_two_ranks_forced_tcp(wl, need_mpirun):
