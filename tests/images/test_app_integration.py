@@ -105,8 +105,10 @@ def test_suite_gives_a_verdict_for_the_apps_workload(app_image, run_env, cpu_pin
     assert "deselected" in r.stdout       # the built-in workloads' measurements are not run with --recipe
 
 
-def test_an_app_with_its_own_wheel_builds_and_imports_it(tools, local_base_image, local_build, tmp_path, run_env):
-    """[python] wheels: a wheel made here goes into the image's environment (and nowhere else in it)."""
+def test_an_app_with_its_own_wheel_builds_and_imports_it(tools, local_base_image, tmp_path, run_env):
+    """[python] wheels: a wheel made here goes into the image's environment (and nowhere else in it). On the base
+    image alone (base "none": a Python environment for the wheel, no torch stack), built in seconds; the torch
+    stack's environment is the same block (recipes/_app.py python_spec), which the trainer app above builds."""
     pkg = tmp_path / "pkg"
     (pkg / "mypkg").mkdir(parents=True)
     (pkg / "mypkg" / "__init__.py").write_text("VALUE = 42\n")
@@ -118,7 +120,7 @@ def test_an_app_with_its_own_wheel_builds_and_imports_it(tools, local_base_image
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
                             str(app / "dist"), str(pkg)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
-    (app / "app.toml").write_text('schema = 1\nname = "wheelapp"\nbase = "pytorch"\n[python]\n'
+    (app / "app.toml").write_text('schema = 1\nname = "wheelapp"\nbase = "none"\n[python]\n'
                                   'wheels = ["dist/mypkg-1.0-py3-none-any.whl"]\n[files]\n"src" = "/opt/wheelapp"\n'
                                   '[run]\ncommand = ["python3", "/opt/wheelapp/main.py"]\n')
     r = gen_recipe("build", "--site", "local", "--recipe", str(app / "app.toml"))
