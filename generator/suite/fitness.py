@@ -16,6 +16,10 @@ steal over each pair (/proc/stat). From those:
   BUSY_FACTOR times the allowed slowdown of its time (capped at BUSY_CAP), or the hypervisor stole that
   much: at that load a difference the size of the tolerance cannot be told from the machine.
 
+Ranks that busy-poll each other (MPI: `generator.suite.mpi`, each launch's ranks summed, no steal read) are judged
+the same way over the launches, plus one rule: both sides' ranks waited at least POLLING_BUSY of their time (a
+ping-pong whose peer is off its CPU measures the scheduler's time slice, however equal the waits).
+
 A side that waits while the other does not, on a quiet machine, is not the machine: the container's
 own processes (a runtime helper on the same CPU) or its scheduling context took the time, which is
 the container's cost, so the verdict stands. A SIGSTOP'd process does not wait (it is not runnable):
@@ -110,8 +114,8 @@ def problem(load: Load, tol: Tolerance, polling: bool = False) -> str | None:
     limit = busy_limit(tol)
     known = [(name, s) for name, s in (("bare metal", load.bare), ("the container", load.container)) if s is not None]
     if polling and len(known) == 2 and min(s for _, s in known) >= POLLING_BUSY:
-        return (f"both sides' ranks waited for a CPU (container {load.container:.0%}, bare metal {load.bare:.0%} of "
-                f"their time, at most {POLLING_BUSY:.0%}): ranks that poll each other need a CPU each")
+        return (f"both sides' ranks waited for a CPU {POLLING_BUSY:.0%} of their time or more (container "
+                f"{load.container:.0%}, bare metal {load.bare:.0%}): ranks that poll each other need a CPU each")
     for name, s in known:
         if s > limit:
             return (f"{name} waited for a CPU {s:.0%} of its time (at most {limit:.0%} for a "
@@ -137,5 +141,6 @@ def judge(v: Verdict, load: Load, tol: Tolerance, polling: bool = False) -> Verd
     why = problem(load, tol, polling)
     if why is None or v.outcome == "continue":
         return v
+    advice = "a CPU per rank, nothing else running" if polling else "or one CPU per comparison"
     return dataclasses.replace(v, outcome="unfit", message=f"{v.message}: UNFIT, no verdict: {why}; rerun on a quieter "
-                               "machine (or one CPU per comparison: docs/measuring.md)")
+                               f"machine ({advice}: docs/measuring.md)")

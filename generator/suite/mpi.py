@@ -236,9 +236,12 @@ def measure_and_judge(benchmark, suite, site, sides: Paired, runtime: str, mode:
                                         "bare_library_paths": bare[0].get("mpi_library_paths"),
                                         "pmi": cont[0].get("pmi"),
                                         "network": cont[0].get("network"),
-                                        "load": load(bare, cont).as_dict()}))
+                                        # the launches its verdict rests on: the figures its fitness was judged on
+                                        "load": load(bare[:v.pairs], cont[:v.pairs]).as_dict()}))
     result.record(benchmark, results)
-    failed = [v.message for v in decided.values() if v.outcome not in ("pass", "unfit") and not why]
+    if why:                 # recorded, not judged: neither a fail nor unfit
+        return
+    failed = [v.message for v in decided.values() if v.outcome not in ("pass", "unfit")]
     assert not failed, "; ".join(failed)
     settle(*decided.values())
 

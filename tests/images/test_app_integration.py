@@ -107,8 +107,8 @@ def test_suite_gives_a_verdict_for_the_apps_workload(app_image, run_env, cpu_pin
 
 def test_an_app_with_its_own_wheel_builds_and_imports_it(tools, local_base_image, tmp_path, run_env):
     """[python] wheels: a wheel made here goes into the image's environment (and nowhere else in it). On the base
-    image alone (base "none": a Python environment for the wheel, no torch stack), built in seconds; the torch
-    stack's environment is the same block (recipes/_app.py python_spec), which the trainer app above builds."""
+    image alone (base "none": a Python environment for the wheel, no torch stack), built in seconds; on the torch
+    stack the wheel gets the same layer after the stack's (tests/run/test_image_delivery.py, its build context)."""
     pkg = tmp_path / "pkg"
     (pkg / "mypkg").mkdir(parents=True)
     (pkg / "mypkg" / "__init__.py").write_text("VALUE = 42\n")

@@ -269,3 +269,25 @@ def test_context_lines_show_the_folder_without_raw_control_characters(tmp_path, 
     r = run_cli("build", "--site", "frontier", "--format", "apptainer", "--context", "c\x1b[31mx\u202e")
     assert r.code == 0 and not UNSAFE_FOR_TERMINAL.search(r.out.replace("\n", "")), r.out
     assert "build it there: cd 'c\\x1b[31mx\\u202e' && apptainer build pytorch-frontier.sif pytorch.def" in r.out
+
+
+def test_context_of_an_app_with_its_own_wheel_on_the_torch_stack_carries_both_wheels(tmp_path, monkeypatch):
+    """[python] wheels on base "pytorch": the context carries the site's torch wheel (wheels/) and the app's own
+    (under app/), and the Dockerfile installs each from a bind mount, the app's in a layer of its own after the
+    stack's; no COPY of either (the image test builds the app-wheel path on base "none", the trainer the stack's)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app" / "dist").mkdir(parents=True)
+    (tmp_path / "app" / "dist" / "mypkg-1.0-py3-none-any.whl").write_bytes(b"PK\x05\x06" + bytes(18))
+    (tmp_path / "app" / "app.toml").write_text('schema = 1\nname = "wheelapp"\nbase = "pytorch"\n[python]\n'
+                                                'wheels = ["dist/mypkg-1.0-py3-none-any.whl"]\n'
+                                                '[run]\ncommand = ["python3", "-c", "import mypkg"]\n')
+    r = run_cli("build", "--site", "local", "--recipe", "app/app.toml", "--format", "docker", "--context", "ctx")
+    assert r.code == 0, r.err
+    torch = site_mod.load("local").software.torch_wheel.rsplit("/", 1)[-1]
+    ctx = tmp_path / "ctx"
+    assert (ctx / "wheels" / torch).is_file() and (ctx / "app" / "dist" / "mypkg-1.0-py3-none-any.whl").is_file()
+    lines = (ctx / "Dockerfile").read_text().splitlines()
+    stack = next(i for i, ln in enumerate(lines) if f"install /wheels/{torch}" in ln)
+    own = next(i for i, ln in enumerate(lines) if "install /app-wheels/dist/mypkg-1.0-py3-none-any.whl" in ln)
+    assert stack < own and "--mount=type=bind,source=app,target=/app-wheels" in lines[own], lines[own]
+    assert not [ln for ln in lines if ln.startswith("COPY") and ".whl" in ln]

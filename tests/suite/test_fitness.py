@@ -125,7 +125,9 @@ def test_ranks_that_poll_each_other_on_a_busy_machine_are_unfit_even_when_their_
     latency = Tolerance(reference=1.0, lower=-0.75, upper=1.0, unit="ratio")
     busy = fitness.Load(bare=0.31, container=0.34)
     why = fitness.problem(busy, latency, polling=True)
-    assert why and "container 34%, bare metal 31%" in why and "a CPU each" in why
+    assert why and "10% of their time or more (container 34%, bare metal 31%)" in why and "a CPU each" in why
+    failed = Verdict("fail", "mpi_latency (podman): fail", 0, 8, 1, Estimate(ratio=0.2, low=0.15, high=0.25, pairs=8))
+    assert "(a CPU per rank, nothing else running: docs/measuring.md)" in fitness.judge(failed, busy, latency, polling=True).message
     assert fitness.problem(busy, latency) is None
     assert fitness.problem(fitness.Load(bare=0.01, container=0.03), latency, polling=True) is None
     assert fitness.problem(fitness.Load(bare=0.0, container=0.4), latency, polling=True) is None   # the container's own
