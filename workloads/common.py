@@ -209,6 +209,11 @@ def waited_s():
         return None
 
 
+def waited_between(before, after):
+    """(seconds on a CPU, seconds waiting for one) between two `waited_s()` readings; None where either is None."""
+    return None if before is None or after is None else [max(0.0, b - a) for a, b in zip(before, after)]
+
+
 def import_torch():
     try:
         import torch
@@ -330,7 +335,7 @@ def drive(name, args, runner, record, out):
                 startup = time.time() - PROCESS_START
         runner.sync()
         seconds, w1 = time.perf_counter() - t0, waited_s()
-        return samples, seconds, (None if w0 is None or w1 is None else [max(0.0, b - a) for a, b in zip(w0, w1)])
+        return samples, seconds, waited_between(w0, w1)
 
     if serve:
         if runner.rank == 0:  # with --warmup 0, startup_s here is the time to ready

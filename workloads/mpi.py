@@ -309,8 +309,7 @@ def run(argv):
                 startup = time.time() - common.PROCESS_START
     measured, cpu_end = time.perf_counter() - t_start, common.waited_s()
     # (seconds on a CPU, seconds waiting for one) of each rank's measuring thread: the suite's fitness check
-    cpu = comm.gather(None if cpu_start is None or cpu_end is None else
-                      (cpu_end[0] - cpu_start[0], cpu_end[1] - cpu_start[1]), root=0)
+    cpu = comm.gather(common.waited_between(cpu_start, cpu_end), root=0)
     evidence = comm.gather(local_evidence(), root=0)
     if rank != 0:
         return

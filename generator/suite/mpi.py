@@ -178,11 +178,12 @@ def measure(sides: Sides, tols, runtime: str, rounds: int | None, budget_s: floa
         final = out_of_time or n >= design.max_pairs
         if not (design.is_look(n) or final):
             continue
+        fit = load(bare, cont)
         for key, sizes, metric, is_time in METRICS:
             if metric not in decided or decided[metric].outcome == "continue":
                 v = sequential.look(f"{metric} ({runtime})", as_pairs(bare, cont, key, sizes, time=is_time),
                                     tols[metric], design, final=final)
-                decided[metric] = fitness.judge(v, load(bare, cont), tols[metric], polling=True)
+                decided[metric] = fitness.judge(v, fit, tols[metric], polling=True)
         if all(v.outcome != "continue" for v in decided.values()):
             return bare, cont, decided
 
